@@ -1,0 +1,195 @@
+//! The CLI layer: clap arguments, one module per subcommand, and one error type
+//! whose kind decides the exit code.
+
+mod replay;
+mod schema;
+mod status;
+mod validate;
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// Exit code: success.
+pub const EXIT_OK: i32 = 0;
+/// Exit code: bad input or I/O error.
+pub const EXIT_ERROR: i32 = 1;
+/// Exit code: usage error (clap's default).
+#[allow(dead_code)]
+pub const EXIT_USAGE: i32 = 2;
+
+const AFTER_HELP: &str = "\
+Exit codes: 0 completed/ok, 1 error (bad input, I/O), 2 usage, 3 stopped (manual),
+4 abandoned, 5 exhausted, 6 gate (not aligned), 7 blocked, 8 iteration limit.
+
+Docs: docs/user-guide.md, docs/state-file.md, docs/cli.md";
+
+/// Drive a piece of work to a verifiable end, with a proof that the loop stops.
+#[derive(Debug, Parser)]
+#[command(name = "aot", version, about, after_help = AFTER_HELP, propagate_version = true)]
+pub struct Cli {
+    /// State file to work on (.json for JSON, anything else YAML)
+    #[arg(
+        long,
+        global = true,
+        env = "AOT_STATE",
+        default_value = "aot.yaml",
+        value_name = "FILE"
+    )]
+    state: PathBuf,
+
+    /// Print machine-readable JSON instead of text
+    #[arg(long, global = true)]
+    json: bool,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check state files for every problem at once, with file:line:column
+    Validate(validate::Args),
+    /// Print the JSON Schema of the state file
+    Schema(schema::Args),
+    /// Show the graph with each atom's status, the ready frontier, bindings, trail and last stop
+    Status(status::Args),
+    /// Rebuild the state file from its journal, or check that they agree
+    Replay(replay::Args),
+}
+
+/// What a command needs besides its own arguments.
+pub struct Context {
+    /// The state file.
+    pub state: PathBuf,
+    /// Machine output requested.
+    pub json: bool,
+    /// Colors allowed on stderr.
+    pub color: bool,
+}
+
+impl Context {
+    /// Returns the state file's path as the user gave it.
+    pub fn label(&self) -> String {
+        self.state.display().to_string()
+    }
+}
+
+/// A failed command: printed once, then the process exits with `code`.
+#[derive(Debug)]
+pub struct CliError {
+    /// Exit code.
+    pub code: i32,
+    /// What went wrong (already rendered when `rendered`).
+    pub message: String,
+    /// Lines that suggest what to do.
+    pub hints: Vec<String>,
+    /// Whether `message` is a complete rendering (diagnostics) to print as is.
+    pub rendered: bool,
+}
+
+impl CliError {
+    /// Returns an error with exit code 1.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            code: EXIT_ERROR,
+            message: message.into(),
+            hints: Vec::new(),
+            rendered: false,
+        }
+    }
+
+    /// Adds a hint line.
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hints.push(hint.into());
+        self
+    }
+
+    /// Returns an error whose message is already rendered.
+    pub fn rendered(text: String, code: i32) -> Self {
+        Self {
+            code,
+            message: text,
+            hints: Vec::new(),
+            rendered: true,
+        }
+    }
+}
+
+impl From<aot::store::StoreError> for CliError {
+    fn from(error: aot::store::StoreError) -> Self {
+        use aot::store::StoreError;
+        match error {
+            StoreError::Read(read) => read.into(),
+            StoreError::AlreadyRunning { .. } => {
+                CliError::new(error.to_string()).hint("`aot stop` stops it; `aot status` shows what it is doing")
+            }
+            other => CliError::new(other.to_string()),
+        }
+    }
+}
+
+impl From<aot::document::ReadError> for CliError {
+    fn from(error: aot::document::ReadError) -> Self {
+        use aot::document::ReadError;
+        match error {
+            ReadError::Invalid(diagnostics) => CliError::rendered(diagnostics.render(color_stderr()), EXIT_ERROR),
+            ReadError::NotFound(path) => CliError::new(format!("no state file at {}", path.display()))
+                .hint("pass --state FILE (or set AOT_STATE), or create one with `aot align`"),
+            other => CliError::new(other.to_string()),
+        }
+    }
+}
+
+impl From<aot::journal::JournalError> for CliError {
+    fn from(error: aot::journal::JournalError) -> Self {
+        CliError::new(error.to_string())
+    }
+}
+
+fn color_stderr() -> bool {
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stderr().is_terminal()
+}
+
+/// Prints a warning line on stderr.
+pub fn warn(message: &str) {
+    eprintln!("warning: {message}");
+}
+
+/// Runs the CLI; returns the process exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = e.exit_code();
+            let _ = e.print();
+            return code;
+        }
+    };
+    let ctx = Context {
+        state: cli.state,
+        json: cli.json,
+        color: color_stderr(),
+    };
+    let result = match cli.command {
+        Command::Validate(args) => validate::run(&ctx, args),
+        Command::Schema(args) => schema::run(&ctx, args),
+        Command::Status(args) => status::run(&ctx, args),
+        Command::Replay(args) => replay::run(&ctx, args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            if error.rendered {
+                eprint!("{}", error.message);
+            } else {
+                eprintln!("error: {}", error.message);
+            }
+            for hint in &error.hints {
+                eprintln!("hint: {hint}");
+            }
+            error.code
+        }
+    }
+}

@@ -1,0 +1,314 @@
+//! Reading and writing the state file's text: format by extension, size and
+//! encoding guards, parsing with every problem reported, and serialization that
+//! keeps the user's leading comment block (the editor's schema line).
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+use crate::diag::{Diagnostic, Diagnostics};
+use crate::spans::{self, Loc, NodeKind};
+use crate::state::StateFile;
+use crate::validate;
+
+/// State files larger than this are refused: a hand-written plan is kilobytes,
+/// a 10,000-atom run a few megabytes.
+pub const MAX_STATE_BYTES: u64 = 32 * 1024 * 1024;
+
+/// The file format, chosen by extension: `.json` is JSON, anything else YAML.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// YAML (the default).
+    Yaml,
+    /// JSON.
+    Json,
+}
+
+impl Format {
+    /// Returns the format for a path.
+    pub fn of(path: &Path) -> Self {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some(ext) if ext.eq_ignore_ascii_case("json") => Format::Json,
+            _ => Format::Yaml,
+        }
+    }
+
+    /// Returns the file extension, without a dot.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Yaml => "yaml",
+            Format::Json => "json",
+        }
+    }
+}
+
+/// A state file as read from disk.
+#[derive(Debug, Clone)]
+pub struct Document {
+    /// The parsed, validated state.
+    pub state: StateFile,
+    /// The leading comment lines, kept on save.
+    pub header: String,
+    /// Hash of the exact bytes read.
+    pub hash: u64,
+}
+
+/// Why a state file could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// There is no file at the path.
+    #[error("no state file at {}", .0.display())]
+    NotFound(PathBuf),
+    /// The file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The file was read but is not a valid state file.
+    #[error("{} is not a valid state file ({} problem{})", .0.file, .0.errors.len(), if .0.errors.len() == 1 { "" } else { "s" })]
+    Invalid(Diagnostics),
+}
+
+/// Returns a hash of file contents, used to recognise our own writes and to
+/// detect edits made since the last read.
+pub fn content_hash(bytes: &[u8]) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    bytes.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Reads, parses and validates the state file at `path`.
+pub fn read(path: &Path) -> Result<Document, ReadError> {
+    let label = path.display().to_string();
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Err(ReadError::NotFound(path.to_path_buf())),
+        Err(source) => {
+            return Err(ReadError::Io {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    if meta.is_dir() {
+        return Err(ReadError::Invalid(Diagnostics::single(
+            label,
+            "is a directory, not a state file",
+        )));
+    }
+    if meta.len() > MAX_STATE_BYTES {
+        return Err(ReadError::Invalid(Diagnostics::new(
+            label,
+            None,
+            vec![
+                Diagnostic::new(format!(
+                    "is {:.1} MiB; state files over {} MiB are refused",
+                    meta.len() as f64 / 1048576.0,
+                    MAX_STATE_BYTES / 1048576
+                ))
+                .help("is this the right file? a state file holds a plan, not data"),
+            ],
+        )));
+    }
+    let bytes = std::fs::read(path).map_err(|source| ReadError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let hash = content_hash(&bytes);
+    let text = decode(&label, &bytes).map_err(ReadError::Invalid)?;
+    let state = parse(&label, text, Format::of(path)).map_err(ReadError::Invalid)?;
+    Ok(Document {
+        state,
+        header: header_of(text),
+        hash,
+    })
+}
+
+fn decode<'a>(label: &str, bytes: &'a [u8]) -> Result<&'a str, Diagnostics> {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    match std::str::from_utf8(bytes) {
+        Ok(text) if text.contains('\0') => {
+            let offset = text.find('\0').unwrap_or(0);
+            Err(binary(label, bytes, offset))
+        }
+        Ok(text) => Ok(text),
+        Err(e) => Err(binary(label, bytes, e.valid_up_to())),
+    }
+}
+
+fn binary(label: &str, bytes: &[u8], offset: usize) -> Diagnostics {
+    let before = &bytes[..offset.min(bytes.len())];
+    let line = before.iter().filter(|&&b| b == b'\n').count() as u64 + 1;
+    let column = before.iter().rev().take_while(|&&b| b != b'\n').count() as u64 + 1;
+    let byte = bytes.get(offset).copied().unwrap_or(0);
+    Diagnostics::new(
+        label,
+        None,
+        vec![
+            Diagnostic::new(format!("is not text: byte 0x{byte:02x} at offset {offset}"))
+                .at(Some(Loc { line, column, len: 1 }))
+                .help("a state file is UTF-8 YAML or JSON"),
+        ],
+    )
+}
+
+/// Parses and validates state-file text; `label` names the file in messages.
+pub fn parse(label: &str, text: &str, format: Format) -> Result<StateFile, Diagnostics> {
+    let fail = |errors: Vec<Diagnostic>| Diagnostics::new(label, Some(text), errors);
+    if text
+        .lines()
+        .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+    {
+        return Err(fail(vec![Diagnostic::new("is empty").help(
+            "a state file needs at least `version: 1`, an `objective` and a `graph`; `aot align` writes one",
+        )]));
+    }
+    if format == Format::Json
+        && let Err(e) = serde_json::from_str::<serde_json::Value>(text)
+    {
+        let loc = Loc {
+            line: e.line() as u64,
+            column: e.column().max(1) as u64,
+            len: 1,
+        };
+        let message = strip_json_position(&e.to_string());
+        return Err(fail(vec![
+            Diagnostic::new(format!("invalid JSON: {message}")).at(Some(loc)),
+        ]));
+    }
+    let root = spans::parse(text).map_err(|e| fail(vec![saphyr_diagnostic(&e)]))?;
+    if !matches!(root.kind, NodeKind::Map(_)) {
+        return Err(fail(vec![
+            Diagnostic::new(format!(
+                "expected a mapping at the top level, found {}",
+                root.type_name()
+            ))
+            .at(root.loc())
+            .help("a state file starts with `version: 1`, then `objective:` and `graph:`"),
+        ]));
+    }
+    let shape = validate::check_shape(&root, crate::schema::state_schema());
+    if !shape.is_empty() {
+        return Err(fail(shape));
+    }
+    let state: StateFile = match format {
+        Format::Yaml => serde_saphyr::from_str(text).map_err(|e| fail(vec![saphyr_diagnostic(&e)]))?,
+        Format::Json => serde_json::from_str(text).map_err(|e| {
+            let loc = Loc {
+                line: e.line() as u64,
+                column: e.column().max(1) as u64,
+                len: 1,
+            };
+            fail(vec![Diagnostic::new(strip_json_position(&e.to_string())).at(Some(loc))])
+        })?,
+    };
+    let problems = validate::check_semantics(&state, Some(&root));
+    if problems.is_empty() {
+        Ok(state)
+    } else {
+        Err(fail(problems))
+    }
+}
+
+/// Validates a state that did not come from text (e.g. built by a command).
+pub fn check(state: &StateFile, label: &str) -> Result<(), Diagnostics> {
+    let problems = validate::check_semantics(state, None);
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(Diagnostics::new(label, None, problems))
+    }
+}
+
+fn strip_json_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_string(),
+        None => message.to_string(),
+    }
+}
+
+fn saphyr_diagnostic(error: &serde_saphyr::Error) -> Diagnostic {
+    let loc = error.location().map(|l| Loc {
+        line: l.line(),
+        column: l.column(),
+        len: l.span().len(),
+    });
+    let text = error.without_snippet().to_string();
+    // The plain message starts with "line N column M: "; the location is shown separately.
+    let message = match text.split_once(": ") {
+        Some((prefix, rest)) if prefix.starts_with("line ") && prefix.contains(" column ") => rest.to_string(),
+        _ => text.clone(),
+    };
+    let message = message
+        .split_once(" at line ")
+        .map_or(message.clone(), |(m, _)| m.to_string());
+    let message = message.replace(", set DuplicateKeyPolicy in Options if acceptable", "");
+    let d = Diagnostic::new(message).at(loc.filter(|l| l.line > 0));
+    if text.contains("duplicate mapping key") {
+        d.help("each key may appear once in a mapping; merge the two entries")
+    } else if text.contains("mapping values are not allowed") {
+        d.help("a `: ` inside an unquoted value starts a mapping; quote the value ('...') or write it as a block (`run: |` and the command indented on the next line)")
+    } else {
+        d
+    }
+}
+
+/// Returns the leading comment block of a file (kept when the engine saves).
+pub fn header_of(text: &str) -> String {
+    let mut header = String::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with('#') {
+            header.push_str(line);
+            header.push('\n');
+        } else {
+            break;
+        }
+    }
+    header
+}
+
+/// Returns the text of a state in `format`, after `header`.
+pub fn to_text(state: &StateFile, format: Format, header: &str) -> Result<String, String> {
+    match format {
+        Format::Yaml => {
+            let body = serde_saphyr::to_string(state).map_err(|e| e.to_string())?;
+            Ok(format!("{header}{body}"))
+        }
+        Format::Json => {
+            let mut body = serde_json::to_string_pretty(state).map_err(|e| e.to_string())?;
+            body.push('\n');
+            Ok(body)
+        }
+    }
+}
+
+/// Returns the schema comment that editors (yaml-language-server) read.
+pub fn schema_header(schema_path: &str) -> String {
+    format!("# yaml-language-server: $schema={schema_path}\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_keeps_only_leading_comments() {
+        assert_eq!(header_of("# a\n# b\nversion: 1\n# c\n"), "# a\n# b\n");
+        assert_eq!(header_of("version: 1\n"), "");
+    }
+
+    #[test]
+    fn root_must_be_a_mapping() {
+        let err = parse("x.yaml", "- a\n- b\n", Format::Yaml).unwrap_err();
+        assert!(err.errors[0].message.contains("expected a mapping"), "{err:?}");
+    }
+
+    #[test]
+    fn unlocated_node_is_not_reported_as_line_zero() {
+        let node: spans::Node = spans::parse("a: 1").unwrap();
+        assert!(node.get("a").unwrap().loc().is_some());
+    }
+}

@@ -1,0 +1,286 @@
+//! The event journal `<state>.journal.jsonl`: one JSON record per line, appended
+//! and flushed before the state file changes. A batch of events is one write and
+//! one `fsync` (group commit). A torn last line — a crash in the middle of a
+//! write — is detected, reported and skipped, never fatal.
+
+use std::fs::{File, OpenOptions};
+use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use crate::event::{Event, RECORD_VERSION, Record};
+use crate::time::Timestamp;
+
+/// Why the journal could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    /// An I/O error.
+    #[error("journal {}: {source}", path.display())]
+    Io {
+        /// The journal.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A complete line that is not a valid record.
+    #[error("journal {}:{line}: {message}", path.display())]
+    Corrupt {
+        /// The journal.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// An incomplete last line, left by a crash during a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TornTail {
+    /// 1-based line number of the torn line.
+    pub line: usize,
+    /// Its length in bytes.
+    pub bytes: usize,
+}
+
+/// What a journal holds.
+#[derive(Debug, Clone, Default)]
+pub struct Contents {
+    /// Every complete record, in order.
+    pub records: Vec<Record>,
+    /// The torn last line, if any (skipped).
+    pub torn: Option<TornTail>,
+    /// Length in bytes of the complete part.
+    pub valid_len: u64,
+}
+
+impl Contents {
+    /// Returns the sequence number of the last record (0 when empty).
+    pub fn last_seq(&self) -> u64 {
+        self.records.last().map_or(0, |r| r.seq)
+    }
+}
+
+/// Returns the journal path for a state file: `aot.yaml` → `aot.yaml.journal.jsonl`.
+pub fn path_for(state: &Path) -> PathBuf {
+    let mut name = state.file_name().unwrap_or_default().to_os_string();
+    name.push(".journal.jsonl");
+    state.with_file_name(name)
+}
+
+/// Reads a journal; a missing file is an empty journal.
+pub fn read(path: &Path) -> Result<Contents, JournalError> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Contents::default()),
+        Err(source) => {
+            return Err(JournalError::Io {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    parse(path, &bytes, 0, 0, 0)
+}
+
+/// Parses journal bytes that start at line `first_line` (0-based count of lines
+/// before them), at byte `offset`, after a record with sequence `prev_seq`.
+fn parse(path: &Path, bytes: &[u8], first_line: usize, offset: u64, prev_seq: u64) -> Result<Contents, JournalError> {
+    let mut contents = Contents {
+        valid_len: offset,
+        ..Contents::default()
+    };
+    let mut prev = prev_seq;
+    let mut start = 0;
+    let mut line_no = first_line;
+    while start < bytes.len() {
+        line_no += 1;
+        let (line, terminated) = match bytes[start..].iter().position(|&b| b == b'\n') {
+            Some(end) => (&bytes[start..start + end], true),
+            None => (&bytes[start..], false),
+        };
+        let next = start + line.len() + usize::from(terminated);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            start = next;
+            if terminated {
+                contents.valid_len = offset + next as u64;
+            }
+            continue;
+        }
+        if !terminated {
+            // A record is complete only with its newline: `append` writes both
+            // before it returns, so an unterminated line was never acted on.
+            contents.torn = Some(TornTail {
+                line: line_no,
+                bytes: line.len(),
+            });
+            break;
+        }
+        let record = serde_json::from_slice::<Record>(line).map_err(|e| JournalError::Corrupt {
+            path: path.to_path_buf(),
+            line: line_no,
+            message: format!("not a journal record: {e}"),
+        })?;
+        if record.v > RECORD_VERSION {
+            return Err(JournalError::Corrupt {
+                path: path.to_path_buf(),
+                line: line_no,
+                message: format!(
+                    "record version {} is newer than this aot reads ({RECORD_VERSION})",
+                    record.v
+                ),
+            });
+        }
+        if record.seq != prev + 1 {
+            return Err(JournalError::Corrupt {
+                path: path.to_path_buf(),
+                line: line_no,
+                message: format!(
+                    "sequence {} follows {prev}; records are missing or out of order",
+                    record.seq
+                ),
+            });
+        }
+        prev = record.seq;
+        contents.records.push(record);
+        contents.valid_len = offset + next as u64;
+        start = next;
+    }
+    Ok(contents)
+}
+
+/// An open journal, positioned for appending.
+#[derive(Debug)]
+pub struct Journal {
+    path: PathBuf,
+    file: File,
+    last_seq: u64,
+    len: u64,
+    lines: usize,
+    durable: bool,
+}
+
+impl Journal {
+    /// Opens (creating if needed) the journal, truncating a torn tail so the next
+    /// append starts on a fresh line. Returns what it held.
+    pub fn open(path: &Path) -> Result<(Journal, Contents), JournalError> {
+        let io = |source| JournalError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(path)
+            .map_err(io)?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(io)?;
+        let contents = parse(path, &bytes, 0, 0, 0)?;
+        if contents.valid_len < bytes.len() as u64 {
+            file.set_len(contents.valid_len).map_err(io)?;
+            file.sync_data().map_err(io)?;
+        }
+        let lines = bytes[..contents.valid_len as usize]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count();
+        let journal = Journal {
+            path: path.to_path_buf(),
+            file,
+            last_seq: contents.last_seq(),
+            len: contents.valid_len,
+            lines,
+            durable: true,
+        };
+        Ok((journal, contents))
+    }
+
+    /// Returns the journal's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Returns the sequence number of the last record.
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
+    /// Sets whether each batch is `fsync`ed (default true). Without it a batch
+    /// still reaches the OS before `append` returns, so it survives a killed
+    /// process but not a power loss.
+    pub fn set_durable(&mut self, durable: bool) {
+        self.durable = durable;
+    }
+
+    /// Reads records appended by another process since this handle last looked
+    /// (the caller holds the store lock, so nobody appends meanwhile).
+    pub fn catch_up(&mut self) -> Result<Vec<Record>, JournalError> {
+        let io = |source| JournalError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        let len = self.file.metadata().map_err(io)?.len();
+        if len == self.len {
+            return Ok(Vec::new());
+        }
+        if len < self.len {
+            // Replaced or truncated by someone else: start over.
+            let (fresh, contents) = Journal::open(&self.path)?;
+            let durable = self.durable;
+            *self = fresh;
+            self.durable = durable;
+            return Ok(contents.records);
+        }
+        let mut bytes = Vec::with_capacity((len - self.len) as usize);
+        self.file.seek(SeekFrom::Start(self.len)).map_err(io)?;
+        self.file.read_to_end(&mut bytes).map_err(io)?;
+        let contents = parse(&self.path, &bytes, self.lines, self.len, self.last_seq)?;
+        if contents.valid_len < len {
+            self.file.set_len(contents.valid_len).map_err(io)?;
+        }
+        self.lines += bytes[..(contents.valid_len - self.len) as usize]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count();
+        self.len = contents.valid_len;
+        self.last_seq = contents.last_seq().max(self.last_seq);
+        Ok(contents.records)
+    }
+
+    /// Appends a batch of events as one write and (if durable) one `fsync`;
+    /// returns the records with their sequence numbers.
+    pub fn append(&mut self, at: Timestamp, events: Vec<Event>) -> Result<Vec<Record>, JournalError> {
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut buffer = Vec::with_capacity(events.len() * 128);
+        let mut records = Vec::with_capacity(events.len());
+        for (i, event) in events.into_iter().enumerate() {
+            let record = Record {
+                v: RECORD_VERSION,
+                seq: self.last_seq + 1 + i as u64,
+                at,
+                event,
+            };
+            serde_json::to_writer(&mut buffer, &record).map_err(|e| JournalError::Io {
+                path: self.path.clone(),
+                source: std::io::Error::other(e),
+            })?;
+            buffer.push(b'\n');
+            records.push(record);
+        }
+        let io = |source| JournalError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        self.file.write_all(&buffer).map_err(io)?;
+        self.file.flush().map_err(io)?;
+        if self.durable {
+            self.file.sync_data().map_err(io)?;
+        }
+        self.len += buffer.len() as u64;
+        self.lines += records.len();
+        self.last_seq += records.len() as u64;
+        Ok(records)
+    }
+}

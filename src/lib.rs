@@ -1,0 +1,21 @@
+//! aot drives a piece of work to a verifiable end and can prove it will stop.
+//!
+//! This library holds the engine: the state file's types ([`state`]), its text
+//! form and validation ([`document`], [`validate`]), the event journal
+//! ([`event`], [`journal`]) and the store that keeps the two in step
+//! ([`store`]). It never prints; the `aot` binary is a thin layer over it.
+
+#![warn(missing_docs)]
+
+pub mod diag;
+pub mod document;
+pub mod event;
+pub mod graph;
+pub mod journal;
+pub mod schema;
+pub mod spans;
+pub mod state;
+pub mod status;
+pub mod store;
+pub mod time;
+pub mod validate;

@@ -1,0 +1,763 @@
+//! The state file (State Contract v1.2 plus the engine's sections).
+//!
+//! Ownership follows the Kubernetes spec/status split: the user owns `version`,
+//! `objective`, `control`, `workers` and each atom's definition; the engine owns
+//! each atom's `status`/`attempts`/`chosen`, `corrections`, `bindings`, `trail` and
+//! `run`. Values a user may leave out are `Option`s resolved by accessors, so that
+//! saving a file never adds or drops a line the user did or did not write.
+
+use indexmap::IndexMap;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::time::{Span, Timestamp};
+
+/// The only state-file format version this build reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// An atom's id: the key under `graph.atoms`.
+pub type AtomId = String;
+
+/// A whole state file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(
+    title = "aot state file",
+    description = "One piece of work driven by aot: objective, AND/OR graph of atoms, bindings, trail and run record"
+)]
+pub struct StateFile {
+    /// Format version; must be 1.
+    pub version: u32,
+    /// What must hold at the end, and why.
+    pub objective: Objective,
+    /// Requests to a running loop (`aot stop`, `aot redirect` write these).
+    #[serde(default)]
+    pub control: Control,
+    /// Workers that run `agent` atoms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<Workers>,
+    /// Every redirect or accepted hand edit, in order (engine-owned).
+    #[serde(default)]
+    pub corrections: Vec<Correction>,
+    /// The AND/OR work graph.
+    pub graph: Graph,
+    /// Result summaries of solved atoms, by atom id (engine-owned).
+    #[serde(default)]
+    pub bindings: IndexMap<AtomId, Binding>,
+    /// OR choices, backtracks, failures and user corrections, oldest first (engine-owned).
+    #[serde(default)]
+    pub trail: Vec<TrailEntry>,
+    /// The run record (engine-owned).
+    #[serde(default)]
+    pub run: RunState,
+}
+
+/// The objective: the agreements `aot align` establishes.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Objective {
+    /// The purpose, in one line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goal: Option<String>,
+    /// The user's request, verbatim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_input: Option<String>,
+    /// Why the work matters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background_intent: Option<String>,
+    /// What should be produced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deliverables: Option<String>,
+    /// Human-readable completion criteria, consistent with `base_case`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub definition_of_done: Option<String>,
+    /// The externally verifiable completion check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_case: Option<BaseCase>,
+    /// Limits of the loop.
+    #[serde(default, skip_serializing_if = "Constraints::is_empty")]
+    pub constraints: Constraints,
+}
+
+/// A command whose exit code 0 means the objective is met.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BaseCase {
+    /// Shell command run with `bash -c` in the state file's directory.
+    pub command: String,
+    /// Kill the command after this long (default 10m).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Span>,
+}
+
+impl BaseCase {
+    /// Default base-case timeout.
+    pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
+    /// Returns the timeout, defaulted.
+    pub fn timeout(&self) -> std::time::Duration {
+        self.timeout.map_or(Self::DEFAULT_TIMEOUT, |s| s.0)
+    }
+}
+
+/// When the base case is run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum VerifyPolicy {
+    /// After every iteration.
+    #[default]
+    EveryIteration,
+    /// Only once every atom on the selected branches is solved (for expensive checks).
+    WhenSolved,
+}
+
+/// Loop limits. Unset fields take the seed defaults (see the accessors).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Constraints {
+    /// Stop with `iteration_limit` after this many iterations (default 50).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_iterations: Option<u32>,
+    /// Atoms run at once (default 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_parallel_agents: Option<u32>,
+    /// Retries per atom in the fast loop (default 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_retries: Option<u32>,
+    /// Replans before the budget is spent: GGS Omega (default 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_replans: Option<u32>,
+    /// Wall-clock budget: GGS Omega (default 5m).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_budget: Option<Span>,
+    /// When to run the base case (default every_iteration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<VerifyPolicy>,
+    /// GGS hyper-parameters (defaults from the paper's Appendix B).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ggs: Option<GgsParams>,
+}
+
+impl Constraints {
+    /// Seed default for `max_iterations`.
+    pub const DEFAULT_MAX_ITERATIONS: u32 = 50;
+    /// Seed default for `max_parallel_agents`.
+    pub const DEFAULT_MAX_PARALLEL_AGENTS: u32 = 3;
+    /// Seed default for `max_retries`.
+    pub const DEFAULT_MAX_RETRIES: u32 = 2;
+    /// Seed default for `max_replans`.
+    pub const DEFAULT_MAX_REPLANS: u32 = 3;
+    /// Seed default for `time_budget`.
+    pub const DEFAULT_TIME_BUDGET: std::time::Duration = std::time::Duration::from_secs(300);
+
+    fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
+
+    /// Returns `max_iterations`, defaulted.
+    pub fn max_iterations(&self) -> u32 {
+        self.max_iterations.unwrap_or(Self::DEFAULT_MAX_ITERATIONS)
+    }
+
+    /// Returns `max_parallel_agents`, defaulted.
+    pub fn max_parallel_agents(&self) -> u32 {
+        self.max_parallel_agents.unwrap_or(Self::DEFAULT_MAX_PARALLEL_AGENTS)
+    }
+
+    /// Returns `max_retries`, defaulted.
+    pub fn max_retries(&self) -> u32 {
+        self.max_retries.unwrap_or(Self::DEFAULT_MAX_RETRIES)
+    }
+
+    /// Returns `max_replans`, defaulted.
+    pub fn max_replans(&self) -> u32 {
+        self.max_replans.unwrap_or(Self::DEFAULT_MAX_REPLANS)
+    }
+
+    /// Returns `time_budget`, defaulted.
+    pub fn time_budget(&self) -> std::time::Duration {
+        self.time_budget.map_or(Self::DEFAULT_TIME_BUDGET, |s| s.0)
+    }
+
+    /// Returns `verify`, defaulted.
+    pub fn verify(&self) -> VerifyPolicy {
+        self.verify.unwrap_or_default()
+    }
+
+    /// Returns the GGS hyper-parameters with every default filled in.
+    pub fn ggs(&self) -> GgsConfig {
+        self.ggs.clone().unwrap_or_default().resolve()
+    }
+}
+
+/// GGS hyper-parameters as written; unset ones take the Appendix B defaults.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GgsParams {
+    /// Weight of the distance D in the loss (default 0.6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
+    pub alpha: Option<f64>,
+    /// Weight of the process term P (default 0.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
+    pub beta: Option<f64>,
+    /// Weight of the budget term Omega (default 0.4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
+    pub lambda: Option<f64>,
+    /// Weight of replans in Omega (default 0.6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
+    pub w1: Option<f64>,
+    /// Weight of elapsed time in Omega (default 0.4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
+    pub w2: Option<f64>,
+    /// Plateau threshold on |gradient| (default 0.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
+    pub epsilon: Option<f64>,
+    /// Success threshold on D (default 0.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
+    pub delta: Option<f64>,
+    /// Logical-failure threshold on P (default 0.5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
+    pub rho: Option<f64>,
+    /// Abandon threshold on Omega (default 0.8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
+    pub theta: Option<f64>,
+}
+
+/// GGS hyper-parameters with every value present.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[allow(missing_docs)]
+pub struct GgsConfig {
+    pub alpha: f64,
+    pub beta: f64,
+    pub lambda: f64,
+    pub w1: f64,
+    pub w2: f64,
+    pub epsilon: f64,
+    pub delta: f64,
+    pub rho: f64,
+    pub theta: f64,
+}
+
+impl Default for GgsConfig {
+    fn default() -> Self {
+        Self {
+            alpha: 0.6,
+            beta: 0.3,
+            lambda: 0.4,
+            w1: 0.6,
+            w2: 0.4,
+            epsilon: 0.1,
+            delta: 0.3,
+            rho: 0.5,
+            theta: 0.8,
+        }
+    }
+}
+
+impl GgsParams {
+    fn resolve(self) -> GgsConfig {
+        let d = GgsConfig::default();
+        GgsConfig {
+            alpha: self.alpha.unwrap_or(d.alpha),
+            beta: self.beta.unwrap_or(d.beta),
+            lambda: self.lambda.unwrap_or(d.lambda),
+            w1: self.w1.unwrap_or(d.w1),
+            w2: self.w2.unwrap_or(d.w2),
+            epsilon: self.epsilon.unwrap_or(d.epsilon),
+            delta: self.delta.unwrap_or(d.delta),
+            rho: self.rho.unwrap_or(d.rho),
+            theta: self.theta.unwrap_or(d.theta),
+        }
+    }
+}
+
+/// Requests to a running loop.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Control {
+    /// Set by `aot stop`: the loop cancels in-flight work, saves and exits.
+    #[serde(default)]
+    pub stop_requested: bool,
+    /// Why the stop was requested.
+    #[serde(default)]
+    pub stop_reason: Option<String>,
+    /// Set by `aot redirect` while a correction is being applied.
+    #[serde(default)]
+    pub redirect_requested: bool,
+}
+
+/// How `agent` atoms are run.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Workers {
+    /// The external agent worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentWorker>,
+}
+
+/// An external agent CLI that reads its prompt on stdin.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentWorker {
+    /// Shell command that runs the agent (overridden by `AOT_AGENT_CMD`).
+    pub command: String,
+}
+
+/// The kind of a correction, which decides its effect on the trail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CorrectionKind {
+    /// Goal, base case, background or deliverables changed: the trail is cleared.
+    ObjectiveChange,
+    /// Atoms added or removed, or an OR choice forced: `user_correction` appended.
+    DagAdjustment,
+    /// Limits changed: the trail is kept.
+    ConstraintChange,
+    /// A binding overwritten: only its dependents are reset.
+    BindingsOverride,
+}
+
+/// One applied redirect or hand edit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Correction {
+    /// When it was applied.
+    pub at: Timestamp,
+    /// What kind of change it was.
+    #[serde(rename = "type")]
+    pub kind: CorrectionKind,
+    /// What changed, in words.
+    pub description: String,
+    /// Whether the trail was cleared.
+    pub trail_cleared: bool,
+}
+
+/// The AND/OR work graph.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Graph {
+    /// Atoms by id, in the order written.
+    pub atoms: IndexMap<AtomId, Atom>,
+}
+
+/// An atom's engine-owned lifecycle state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AtomStatus {
+    /// Not yet solved; runs when its dependencies are solved.
+    #[default]
+    Pending,
+    /// A worker is on it.
+    Running,
+    /// Done; its binding holds the result.
+    Solved,
+    /// Failed for good (retries used).
+    Failed,
+    /// Cannot run until the user fixes something (environment down).
+    Blocked,
+    /// On an abandoned OR branch; will not run.
+    Pruned,
+}
+
+impl AtomStatus {
+    /// Returns the status's name as written in the file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AtomStatus::Pending => "pending",
+            AtomStatus::Running => "running",
+            AtomStatus::Solved => "solved",
+            AtomStatus::Failed => "failed",
+            AtomStatus::Blocked => "blocked",
+            AtomStatus::Pruned => "pruned",
+        }
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+fn is_pending(s: &AtomStatus) -> bool {
+    *s == AtomStatus::Pending
+}
+
+/// A work item: a shell command (`run`), a prompt for an agent (`agent`), or a
+/// choice between alternatives (`or`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Atom {
+    /// Shell command, run with `bash -c`; exit 0 = success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    /// Prompt for the agent worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// Alternatives: exactly one must succeed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub or: Option<Vec<AtomId>>,
+    /// For `or` atoms: run the alternatives at once, first success wins.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub speculative: bool,
+    /// Atoms that must be solved first (AND).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deps: Vec<AtomId>,
+    /// Verifiable criteria: commands that must exit 0 after `run`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub check: Vec<String>,
+    /// Plausible criteria, judged by an LLM.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub criteria: Vec<String>,
+    /// Read-only feasibility command, consulted after an environmental failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<String>,
+    /// Tool label for GGS and memory (default: the program name of `run`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// Target label for GGS and memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// Kill the worker after this long.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Span>,
+    /// Extra environment variables for the worker.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub env: IndexMap<String, String>,
+    /// Working directory, relative to the state file's directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Exit codes that mean "environment failed", not "logic failed"
+    /// (default 75, 69, 124, 126, 127).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environmental_exit_codes: Option<Vec<i32>>,
+    /// Lifecycle state (engine-owned).
+    #[serde(default, skip_serializing_if = "is_pending")]
+    pub status: AtomStatus,
+    /// Attempts made so far (engine-owned).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub attempts: u32,
+    /// For `or` atoms: the alternative currently selected (engine-owned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chosen: Option<AtomId>,
+}
+
+impl Atom {
+    /// Default exit codes classed as environmental failures.
+    pub const DEFAULT_ENVIRONMENTAL_EXIT_CODES: [i32; 5] = [75, 69, 124, 126, 127];
+
+    /// Returns a command atom.
+    pub fn command(run: impl Into<String>) -> Self {
+        Self {
+            run: Some(run.into()),
+            ..Self::default()
+        }
+    }
+
+    /// Returns the atom's definition with the engine-owned fields reset.
+    pub fn definition(&self) -> Atom {
+        Atom {
+            status: AtomStatus::Pending,
+            attempts: 0,
+            chosen: None,
+            ..self.clone()
+        }
+    }
+
+    /// Returns whether the engine-owned fields differ between `self` and `other`.
+    pub fn engine_fields_differ(&self, other: &Atom) -> bool {
+        self.status != other.status || self.attempts != other.attempts || self.chosen != other.chosen
+    }
+
+    /// Returns the alternatives if this is an OR atom.
+    pub fn alternatives(&self) -> Option<&[AtomId]> {
+        self.or.as_deref()
+    }
+
+    /// Returns the tool label: `tool`, else the program name of `run`, else `agent`.
+    pub fn tool(&self) -> Option<String> {
+        if let Some(tool) = &self.tool {
+            return Some(tool.clone());
+        }
+        if let Some(run) = &self.run {
+            return run
+                .split_whitespace()
+                .find(|word| !word.contains('='))
+                .map(|program| program.rsplit('/').next().unwrap_or(program).to_string());
+        }
+        self.agent.as_ref().map(|_| "agent".to_string())
+    }
+}
+
+/// A solved atom's result, standing in for the atom from now on (contraction).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Binding {
+    /// One-line result summary, available to dependents as `{{bindings.ID.summary}}`.
+    pub summary: String,
+    /// The end of the worker's output.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub output_tail: String,
+    /// Files or other artifacts produced.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<String>,
+    /// When the atom was solved.
+    pub at: Timestamp,
+    /// Which attempt solved it (1 = first).
+    pub attempt: u32,
+}
+
+/// Logical (the approach is wrong) or environmental (the world got in the way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureClass {
+    /// Ran and produced a wrong result.
+    Logical,
+    /// Could not run properly: missing program, timeout, killed, EX_TEMPFAIL.
+    Environmental,
+}
+
+/// One entry of the trail: the history of OR choices and what happened to them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum TrailEntry {
+    /// An alternative was selected at an OR atom.
+    OrChoice {
+        /// When.
+        at: Timestamp,
+        /// The OR atom.
+        group: AtomId,
+        /// The alternative selected.
+        chosen: AtomId,
+        /// Alternatives still untried.
+        remaining: Vec<AtomId>,
+        /// Why this one.
+        reason: String,
+    },
+    /// The search went back to an OR atom and switched alternatives.
+    Backtrack {
+        /// When.
+        at: Timestamp,
+        /// The OR atom.
+        group: AtomId,
+        /// The alternative given up.
+        from: AtomId,
+        /// The alternative now selected.
+        to: AtomId,
+        /// Atoms reset to pending by the switch.
+        reset: Vec<AtomId>,
+    },
+    /// An atom failed for good.
+    Failure {
+        /// When.
+        at: Timestamp,
+        /// The atom.
+        atom: AtomId,
+        /// Logical or environmental.
+        class: FailureClass,
+        /// The criterion that failed.
+        criterion: String,
+        /// What went wrong, from the tool's output.
+        message: String,
+    },
+    /// The user changed the graph.
+    UserCorrection {
+        /// When.
+        at: Timestamp,
+        /// What the user changed.
+        description: String,
+    },
+}
+
+/// Why a run stopped. Each reason has its own exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The base case holds.
+    Completed,
+    /// `aot stop` (or Ctrl-C).
+    Manual,
+    /// GGS gave up: budget spent or loss diverging.
+    Abandoned,
+    /// No alternative left to try.
+    Exhausted,
+    /// Not aligned, or no graph.
+    Gate,
+    /// Only blocked atoms remain: the user must fix the environment.
+    Blocked,
+    /// `max_iterations` reached.
+    IterationLimit,
+}
+
+impl StopReason {
+    /// Returns the process exit code documented for this reason.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            StopReason::Completed => 0,
+            StopReason::Manual => 3,
+            StopReason::Abandoned => 4,
+            StopReason::Exhausted => 5,
+            StopReason::Gate => 6,
+            StopReason::Blocked => 7,
+            StopReason::IterationLimit => 8,
+        }
+    }
+
+    /// Returns the reason's name as written in the file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Completed => "completed",
+            StopReason::Manual => "manual",
+            StopReason::Abandoned => "abandoned",
+            StopReason::Exhausted => "exhausted",
+            StopReason::Gate => "gate",
+            StopReason::Blocked => "blocked",
+            StopReason::IterationLimit => "iteration_limit",
+        }
+    }
+}
+
+/// Proof that a command ran: what ran, how it ended, and what it printed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Evidence {
+    /// The command.
+    pub command: String,
+    /// Its exit code (none if it was killed or could not start).
+    pub exit_code: Option<i32>,
+    /// The end of its output.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub output_tail: String,
+    /// When it finished.
+    pub at: Timestamp,
+    /// How long it ran, in milliseconds.
+    pub duration_ms: u64,
+}
+
+/// How and why a run ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StopRecord {
+    /// The stop reason.
+    pub reason: StopReason,
+    /// When.
+    pub at: Timestamp,
+    /// What happened, in words (what the user must do, for `blocked`).
+    pub message: String,
+    /// The base-case run that proved completion, for `completed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Evidence>,
+}
+
+/// Whether a loop is working on this file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// No run has started yet.
+    #[default]
+    Idle,
+    /// A loop is (or was, if it crashed) running.
+    Running,
+    /// The last run stopped; see `run.stop`.
+    Stopped,
+}
+
+/// The engine's run record.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunState {
+    /// Idle, running or stopped.
+    #[serde(default)]
+    pub status: RunStatus,
+    /// The sequence number of the last journal event this file reflects.
+    #[serde(default)]
+    pub revision: u64,
+    /// Iterations completed.
+    #[serde(default)]
+    pub iteration: u32,
+    /// Replans made (GGS Omega).
+    #[serde(default)]
+    pub replans: u32,
+    /// When the current or last run started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Timestamp>,
+    /// The last base-case run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_verify: Option<Evidence>,
+    /// How the last run ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop: Option<StopRecord>,
+}
+
+impl StateFile {
+    /// Returns a minimal, valid state file with the given objective and graph.
+    pub fn new(objective: Objective, atoms: IndexMap<AtomId, Atom>) -> Self {
+        Self {
+            version: FORMAT_VERSION,
+            objective,
+            control: Control::default(),
+            workers: None,
+            corrections: Vec::new(),
+            graph: Graph { atoms },
+            bindings: IndexMap::new(),
+            trail: Vec::new(),
+            run: RunState::default(),
+        }
+    }
+
+    /// Returns the engine-owned fields that differ between `self` and `other`,
+    /// as dotted paths (`bindings`, `graph.atoms.fetch.status`, ...).
+    pub fn engine_differences(&self, other: &StateFile) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.corrections != other.corrections {
+            out.push("corrections".to_string());
+        }
+        if self.bindings != other.bindings {
+            out.push("bindings".to_string());
+        }
+        if self.trail != other.trail {
+            out.push("trail".to_string());
+        }
+        if self.run != other.run {
+            out.push("run".to_string());
+        }
+        for (id, atom) in &self.graph.atoms {
+            if let Some(theirs) = other.graph.atoms.get(id)
+                && atom.engine_fields_differ(theirs)
+            {
+                out.push(format!("graph.atoms.{id} (status/attempts/chosen)"));
+            }
+        }
+        out
+    }
+
+    /// Returns whether the user-owned parts (version, objective, control, workers,
+    /// atom definitions and their order) are equal.
+    pub fn user_part_eq(&self, other: &StateFile) -> bool {
+        self.version == other.version
+            && self.objective == other.objective
+            && self.control == other.control
+            && self.workers == other.workers
+            && self.graph.atoms.len() == other.graph.atoms.len()
+            && self
+                .graph
+                .atoms
+                .iter()
+                .zip(&other.graph.atoms)
+                .all(|((a, x), (b, y))| a == b && x.definition() == y.definition())
+    }
+}

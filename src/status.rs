@@ -1,0 +1,286 @@
+//! `aot status`: the graph as a tree with each atom's status, the ready frontier,
+//! bindings, the trail and the last stop — as a serializable report and as text.
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::graph;
+use crate::state::{AtomStatus, Binding, RunState, StateFile, TrailEntry};
+
+/// Everything `aot status` shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report<'a> {
+    /// The state file.
+    pub file: String,
+    /// The goal.
+    pub goal: Option<&'a str>,
+    /// The base-case command.
+    pub base_case: Option<&'a str>,
+    /// Atom counts by status.
+    pub counts: Counts,
+    /// Atoms ready to run now.
+    pub ready: Vec<&'a str>,
+    /// OR atoms waiting for a choice.
+    pub choice_points: Vec<&'a str>,
+    /// Every atom with its status, in file order.
+    pub atoms: Vec<AtomRow<'a>>,
+    /// Result summaries.
+    pub bindings: &'a indexmap::IndexMap<String, Binding>,
+    /// The trail.
+    pub trail: &'a [TrailEntry],
+    /// The run record.
+    pub run: &'a RunState,
+}
+
+/// Atom counts by status.
+#[derive(Debug, Clone, Default, Serialize)]
+#[allow(missing_docs)]
+pub struct Counts {
+    pub total: usize,
+    pub pending: usize,
+    pub running: usize,
+    pub solved: usize,
+    pub failed: usize,
+    pub blocked: usize,
+    pub pruned: usize,
+}
+
+/// One atom in the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct AtomRow<'a> {
+    /// Its id.
+    pub id: &'a str,
+    /// `run`, `agent` or `or`.
+    pub kind: &'static str,
+    /// Its status.
+    pub status: AtomStatus,
+    /// Attempts made.
+    pub attempts: u32,
+    /// Its dependencies.
+    pub deps: &'a [String],
+    /// Its alternatives, for OR atoms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alternatives: Option<&'a [String]>,
+    /// The chosen alternative, for OR atoms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chosen: Option<&'a str>,
+}
+
+/// Builds the report of a state.
+pub fn report<'a>(file: &str, state: &'a StateFile) -> Report<'a> {
+    let by_status = graph::counts(state);
+    let count = |s| by_status.get(&s).copied().unwrap_or(0);
+    Report {
+        file: file.to_string(),
+        goal: state.objective.goal.as_deref(),
+        base_case: state.objective.base_case.as_ref().map(|b| b.command.as_str()),
+        counts: Counts {
+            total: state.graph.atoms.len(),
+            pending: count(AtomStatus::Pending),
+            running: count(AtomStatus::Running),
+            solved: count(AtomStatus::Solved),
+            failed: count(AtomStatus::Failed),
+            blocked: count(AtomStatus::Blocked),
+            pruned: count(AtomStatus::Pruned),
+        },
+        ready: graph::ready(state),
+        choice_points: graph::choice_points(state),
+        atoms: state
+            .graph
+            .atoms
+            .iter()
+            .map(|(id, atom)| AtomRow {
+                id,
+                kind: if atom.or.is_some() {
+                    "or"
+                } else if atom.agent.is_some() {
+                    "agent"
+                } else {
+                    "run"
+                },
+                status: atom.status,
+                attempts: atom.attempts,
+                deps: &atom.deps,
+                alternatives: atom.alternatives(),
+                chosen: atom.chosen.as_deref(),
+            })
+            .collect(),
+        bindings: &state.bindings,
+        trail: &state.trail,
+        run: &state.run,
+    }
+}
+
+fn mark(status: AtomStatus) -> &'static str {
+    match status {
+        AtomStatus::Pending => "○",
+        AtomStatus::Running => "●",
+        AtomStatus::Solved => "✓",
+        AtomStatus::Failed => "✗",
+        AtomStatus::Blocked => "⊘",
+        AtomStatus::Pruned => "–",
+    }
+}
+
+/// Renders a state as the text of `aot status`.
+pub fn render(file: &str, state: &StateFile) -> String {
+    let report = report(file, state);
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", report.file);
+    if let Some(goal) = report.goal {
+        let _ = writeln!(out, "  goal       {goal}");
+    }
+    if let Some(base) = report.base_case {
+        let _ = writeln!(out, "  base case  {base}");
+    }
+    let c = &report.counts;
+    let _ = writeln!(
+        out,
+        "  atoms      {} total: {} solved, {} running, {} pending, {} failed, {} blocked, {} pruned",
+        c.total, c.solved, c.running, c.pending, c.failed, c.blocked, c.pruned
+    );
+    let run = report.run;
+    let status = match run.status {
+        crate::state::RunStatus::Idle => "idle (never started)".to_string(),
+        crate::state::RunStatus::Running => format!("running, iteration {}", run.iteration),
+        crate::state::RunStatus::Stopped => format!("stopped after iteration {}", run.iteration),
+    };
+    let _ = writeln!(out, "  run        {status}, revision {}", run.revision);
+
+    out.push_str("\ngraph\n");
+    let mut shown = HashSet::new();
+    for root in graph::roots(state) {
+        tree(state, root, "  ", &mut shown, &mut out);
+    }
+
+    let list = |ids: &[&str]| {
+        if ids.is_empty() {
+            "(none)".to_string()
+        } else {
+            ids.join(", ")
+        }
+    };
+    let _ = writeln!(out, "\nready      {}", list(&report.ready));
+    if !report.choice_points.is_empty() {
+        let _ = writeln!(
+            out,
+            "choose     {} (OR atoms waiting for a choice)",
+            list(&report.choice_points)
+        );
+    }
+
+    if !state.bindings.is_empty() {
+        out.push_str("\nbindings\n");
+        for (id, binding) in &state.bindings {
+            let _ = writeln!(
+                out,
+                "  {id}: {} (attempt {}, {})",
+                binding.summary, binding.attempt, binding.at
+            );
+        }
+    }
+    if !state.trail.is_empty() {
+        out.push_str("\ntrail\n");
+        for entry in &state.trail {
+            let _ = writeln!(out, "  {}", trail_line(entry));
+        }
+    }
+    if let Some(stop) = &run.stop {
+        let _ = writeln!(
+            out,
+            "\nlast stop  {} at {}: {}",
+            stop.reason.as_str(),
+            stop.at,
+            stop.message
+        );
+        if let Some(evidence) = &stop.evidence {
+            let code = evidence.exit_code.map_or("killed".to_string(), |c| format!("exit {c}"));
+            let _ = writeln!(
+                out,
+                "  evidence `{}` → {code} in {} ms",
+                evidence.command, evidence.duration_ms
+            );
+        }
+    }
+    out
+}
+
+fn tree<'a>(state: &'a StateFile, id: &'a str, indent: &str, shown: &mut HashSet<&'a str>, out: &mut String) {
+    let Some(atom) = state.graph.atoms.get(id) else { return };
+    if !shown.insert(id) {
+        let _ = writeln!(out, "{indent}{} {id} (see above)", mark(atom.status));
+        return;
+    }
+    let mut line = format!("{indent}{} {id}", mark(atom.status));
+    if let Some(alternatives) = &atom.or {
+        let _ = write!(line, "  or: one of {}", alternatives.join(" | "));
+        if let Some(chosen) = &atom.chosen {
+            let _ = write!(line, " (chosen: {chosen})");
+        }
+        if atom.speculative {
+            line.push_str(" [speculative]");
+        }
+    } else if let Some(binding) = state.bindings.get(id).filter(|_| atom.status == AtomStatus::Solved) {
+        let _ = write!(line, "  → {}", binding.summary);
+    } else {
+        let what = atom.run.as_deref().or(atom.agent.as_deref()).unwrap_or_default();
+        let first = what.lines().next().unwrap_or_default();
+        let kind = if atom.agent.is_some() { "agent" } else { "run" };
+        let _ = write!(line, "  {kind}: {}", ellipsize(first, 60));
+        if atom.attempts > 0 {
+            let _ = write!(line, " (attempts: {})", atom.attempts);
+        }
+    }
+    out.push_str(&line);
+    out.push('\n');
+    // A solved atom stands for its whole sub-graph: its binding is all dependents need.
+    if atom.status == AtomStatus::Solved {
+        return;
+    }
+    let child_indent = format!("{indent}  ");
+    for child in atom.or.iter().flatten().chain(&atom.deps) {
+        tree(state, child, &child_indent, shown, out);
+    }
+}
+
+fn ellipsize(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_string()
+    } else {
+        let cut: String = text.chars().take(max - 1).collect();
+        format!("{cut}…")
+    }
+}
+
+/// Renders one trail entry as a line.
+pub fn trail_line(entry: &TrailEntry) -> String {
+    match entry {
+        TrailEntry::OrChoice {
+            at,
+            group,
+            chosen,
+            remaining,
+            reason,
+        } => format!(
+            "{at} or_choice {group} → {chosen} (remaining: {}; {reason})",
+            remaining.join(", ")
+        ),
+        TrailEntry::Backtrack {
+            at,
+            group,
+            from,
+            to,
+            reset,
+        } => format!("{at} backtrack {group}: {from} → {to} (reset: {})", reset.join(", ")),
+        TrailEntry::Failure {
+            at,
+            atom,
+            class,
+            criterion,
+            message,
+        } => format!("{at} failure {atom} [{class:?}] {criterion}: {message}"),
+        TrailEntry::UserCorrection { at, description } => format!("{at} user_correction {description}"),
+    }
+}

@@ -1,0 +1,583 @@
+//! The store: the state file and its journal as one durable unit.
+//!
+//! Every change is appended to the journal before the state file reflects it,
+//! and the file is replaced atomically (temp file, fsync, rename, fsync of the
+//! directory), so it is always a complete document. A short lock on a side file
+//! serializes read-modify-write between processes; a runner lock allows one loop
+//! per state file. An edit made by hand since the store last read the file is
+//! detected by content hash and never silently overwritten: edits of user-owned
+//! fields are merged (and journaled), anything else is refused and the engine's
+//! document is saved aside.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::document::{self, Document, Format, ReadError};
+use crate::event::{self, Event, Record};
+use crate::journal::{self, Journal, JournalError, TornTail};
+use crate::state::StateFile;
+use crate::time::Clock;
+
+/// Where a state file's companions live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Paths {
+    /// The state file.
+    pub state: PathBuf,
+    /// The event journal, beside it.
+    pub journal: PathBuf,
+    /// The short read-modify-write lock, under `.aot/`.
+    pub lock: PathBuf,
+    /// The runner lock (holds the runner's pid), under `.aot/`.
+    pub runner: PathBuf,
+    /// The `.aot/` folder beside the state file.
+    pub aot_dir: PathBuf,
+}
+
+impl Paths {
+    /// Returns the companion paths of a state file.
+    pub fn new(state: &Path) -> Self {
+        let dir = match state.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let name = state.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let aot_dir = dir.join(".aot");
+        Self {
+            state: state.to_path_buf(),
+            journal: journal::path_for(state),
+            lock: aot_dir.join(format!("{name}.lock")),
+            runner: aot_dir.join(format!("{name}.runner")),
+            aot_dir,
+        }
+    }
+
+    /// Returns the directory holding the state file.
+    pub fn dir(&self) -> &Path {
+        self.aot_dir.parent().unwrap_or(Path::new("."))
+    }
+
+    /// Returns `<state>.rejected-<n>.<ext>` for the first unused `n`.
+    pub fn next_rejected(&self, format: Format) -> PathBuf {
+        let name = self
+            .state
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        (1..)
+            .map(|n| {
+                self.state
+                    .with_file_name(format!("{name}.rejected-{n}.{}", format.extension()))
+            })
+            .find(|p| !p.exists())
+            .unwrap_or_else(|| {
+                self.state
+                    .with_file_name(format!("{name}.rejected.{}", format.extension()))
+            })
+    }
+}
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The state file could not be read or is invalid.
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// The journal could not be read or written.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    /// Another I/O failure.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file concerned.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// Another loop holds the runner lock.
+    #[error("aot is already running on {} ({})", state.display(), match pid { Some(pid) => format!("pid {pid}"), None => "pid unknown".to_string() })]
+    AlreadyRunning {
+        /// The state file.
+        state: PathBuf,
+        /// The holder's pid, as it recorded it.
+        pid: Option<u32>,
+    },
+    /// The file on disk was changed in a way that cannot be merged.
+    #[error("{} was edited while aot held it ({}); the file was left as edited and aot's version saved as {}", state.display(), reason, rejected.display())]
+    Conflict {
+        /// The state file.
+        state: PathBuf,
+        /// What made the edit unmergeable.
+        reason: String,
+        /// Where the engine's document was saved.
+        rejected: PathBuf,
+    },
+    /// The state file says it reflects journal records the journal does not have.
+    #[error("{} is at revision {revision} but its journal {} ends at {last}; move the journal aside to start a new one", state.display(), journal.display())]
+    JournalBehind {
+        /// The state file.
+        state: PathBuf,
+        /// The journal.
+        journal: PathBuf,
+        /// The file's revision.
+        revision: u64,
+        /// The journal's last sequence number.
+        last: u64,
+    },
+    /// The state could not be serialized.
+    #[error("cannot serialize the state: {0}")]
+    Serialize(String),
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Something worth telling the user that did not stop the operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    /// The journal ended in a torn line, which was skipped and truncated.
+    TornTail(TornTail),
+    /// The file was behind the journal (a crash between the two writes); the
+    /// missing records were applied.
+    Recovered {
+        /// How many records were applied.
+        records: usize,
+    },
+    /// The file had hand edits of user-owned fields, now journaled.
+    MergedEdit,
+    /// The file had hand edits of engine-owned fields, recorded as a new snapshot.
+    EngineFieldsEdited(Vec<String>),
+    /// The journal was started with a snapshot of the file.
+    JournalStarted,
+}
+
+/// A held read-modify-write lock; released on drop.
+#[derive(Debug)]
+pub struct ShortLock {
+    _file: File,
+}
+
+/// A held runner lock; released on drop or when the process dies.
+#[derive(Debug)]
+pub struct RunnerLock {
+    _file: File,
+    path: PathBuf,
+}
+
+impl RunnerLock {
+    /// Returns the lock file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Takes the short lock of a state file, waiting for other holders.
+pub fn lock_short(paths: &Paths) -> Result<ShortLock, StoreError> {
+    std::fs::create_dir_all(&paths.aot_dir).map_err(io_error(&paths.aot_dir))?;
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&paths.lock)
+        .map_err(io_error(&paths.lock))?;
+    file.lock().map_err(io_error(&paths.lock))?;
+    Ok(ShortLock { _file: file })
+}
+
+/// Takes the runner lock at once, or fails naming the pid that holds it.
+pub fn acquire_runner(paths: &Paths, pid: u32) -> Result<RunnerLock, StoreError> {
+    std::fs::create_dir_all(&paths.aot_dir).map_err(io_error(&paths.aot_dir))?;
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&paths.runner)
+        .map_err(io_error(&paths.runner))?;
+    match file.try_lock() {
+        Ok(()) => {
+            file.set_len(0).map_err(io_error(&paths.runner))?;
+            writeln!(file, "{pid}").map_err(io_error(&paths.runner))?;
+            file.flush().map_err(io_error(&paths.runner))?;
+            Ok(RunnerLock {
+                _file: file,
+                path: paths.runner.clone(),
+            })
+        }
+        Err(TryLockError::WouldBlock) => Err(StoreError::AlreadyRunning {
+            state: paths.state.clone(),
+            pid: runner_pid(paths),
+        }),
+        Err(TryLockError::Error(source)) => Err(StoreError::Io {
+            path: paths.runner.clone(),
+            source,
+        }),
+    }
+}
+
+/// Returns the pid of the running loop, if one holds the runner lock.
+pub fn running_pid(paths: &Paths) -> Option<u32> {
+    let file = File::open(&paths.runner).ok()?;
+    match file.try_lock() {
+        Ok(()) => None,
+        Err(_) => runner_pid(paths),
+    }
+}
+
+fn runner_pid(paths: &Paths) -> Option<u32> {
+    let mut text = String::new();
+    File::open(&paths.runner).ok()?.read_to_string(&mut text).ok()?;
+    text.trim().parse().ok()
+}
+
+/// Replaces `path` with `bytes` atomically: a reader sees the old file or the
+/// new one, never a mix, even if the process dies at any instant.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut file = File::create(&tmp)?;
+        if let Ok(meta) = std::fs::metadata(path) {
+            file.set_permissions(meta.permissions())?;
+        }
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        drop(file);
+        std::fs::rename(&tmp, path)?;
+        File::open(dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// What the store last read or wrote: the basis for detecting edits.
+#[derive(Debug, Clone)]
+struct Base {
+    hash: u64,
+    state: StateFile,
+    header: String,
+}
+
+/// How a commit went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Committed {
+    /// Written.
+    Saved,
+    /// Written, after merging a hand edit of user-owned fields.
+    Merged,
+}
+
+/// A state file and its journal.
+pub struct Store {
+    paths: Paths,
+    format: Format,
+    clock: Arc<dyn Clock>,
+    journal: Option<Journal>,
+    base: Option<Base>,
+    durable: bool,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("paths", &self.paths)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Returns a store for the state file at `path`; nothing is read yet.
+    pub fn new(path: &Path, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            paths: Paths::new(path),
+            format: Format::of(path),
+            clock,
+            journal: None,
+            base: None,
+            durable: true,
+        }
+    }
+
+    /// Returns the companion paths.
+    pub fn paths(&self) -> &Paths {
+        &self.paths
+    }
+
+    /// Sets whether journal batches are fsynced (default true).
+    pub fn set_durable(&mut self, durable: bool) {
+        self.durable = durable;
+        if let Some(journal) = &mut self.journal {
+            journal.set_durable(durable);
+        }
+    }
+
+    /// Takes the short lock.
+    pub fn lock(&self) -> Result<ShortLock, StoreError> {
+        lock_short(&self.paths)
+    }
+
+    /// Reads the file, brings it level with its journal (applying records a crash
+    /// left unsaved, journaling hand edits), saves if that changed anything, and
+    /// returns the state. Holds the short lock while doing so.
+    pub fn open(&mut self) -> Result<(StateFile, Vec<Notice>), StoreError> {
+        let _lock = self.lock()?;
+        self.reconcile()
+    }
+
+    /// Runs one read-modify-write under the short lock: `f` sees the current
+    /// state and returns events, which are journaled, applied and saved.
+    pub fn transact<R, E>(
+        &mut self,
+        f: impl FnOnce(&StateFile) -> Result<(Vec<Event>, R), E>,
+    ) -> Result<Result<(StateFile, R), E>, StoreError> {
+        let _lock = self.lock()?;
+        let (mut state, _) = self.reconcile()?;
+        let (events, out) = match f(&state) {
+            Ok(result) => result,
+            Err(e) => return Ok(Err(e)),
+        };
+        self.append_and_apply(&mut state, events)?;
+        self.write(&state)?;
+        Ok(Ok((state, out)))
+    }
+
+    /// Creates a new state file (and a journal starting with its snapshot).
+    /// Fails if the file exists, unless `overwrite`.
+    pub fn create(&mut self, state: &StateFile, header: &str, overwrite: bool) -> Result<StateFile, StoreError> {
+        let _lock = self.lock()?;
+        if !overwrite && self.paths.state.exists() {
+            return Err(StoreError::Io {
+                path: self.paths.state.clone(),
+                source: std::io::Error::new(std::io::ErrorKind::AlreadyExists, "file exists"),
+            });
+        }
+        let mut state = state.clone();
+        self.ensure_journal()?;
+        self.base = Some(Base {
+            hash: 0,
+            state: state.clone(),
+            header: header.to_string(),
+        });
+        let snapshot = Event::snapshot(&state);
+        self.append_and_apply(&mut state, vec![snapshot])?;
+        self.write(&state)?;
+        Ok(state)
+    }
+
+    /// Journals `events`, applies them to `state` and saves it. A hand edit made
+    /// since the last read or write is merged when it touched only user-owned
+    /// fields (journaled as `user_edited` first); otherwise the file is left as
+    /// edited, the engine's document is saved aside, and `Conflict` is returned —
+    /// the events are journaled either way, so nothing is lost.
+    pub fn commit(&mut self, state: &mut StateFile, events: Vec<Event>) -> Result<Committed, StoreError> {
+        let _lock = self.lock()?;
+        let journal = self.ensure_journal()?;
+        let theirs = journal.catch_up()?;
+        let mut expected = self.base.as_ref().map(|b| b.state.clone());
+        for record in &theirs {
+            event::apply(state, record);
+            if let Some(expected) = &mut expected {
+                event::apply(expected, record);
+            }
+        }
+        let disk = self.read_disk()?;
+        let mut outcome = Committed::Saved;
+        let mut conflict = None;
+        let mut events = events;
+        match (&disk, &expected) {
+            (Some(DiskState::Invalid(diagnostics)), _) => {
+                let first = diagnostics
+                    .errors
+                    .first()
+                    .map(|d| d.message.clone())
+                    .unwrap_or_default();
+                conflict = Some(format!("it is not valid: {first}"));
+            }
+            (Some(DiskState::Changed(doc)), Some(expected)) => {
+                if let Some(base) = &mut self.base {
+                    base.header = doc.header.clone();
+                }
+                if doc.state != *expected {
+                    let engine_edits = doc.state.engine_differences(expected);
+                    if engine_edits.is_empty() {
+                        events.insert(0, Event::user_edited(&doc.state));
+                        outcome = Committed::Merged;
+                    } else {
+                        conflict = Some(format!("engine-owned fields changed: {}", engine_edits.join(", ")));
+                    }
+                }
+            }
+            _ => {}
+        }
+        self.append_and_apply(state, events)?;
+        if let Some(reason) = conflict {
+            let rejected = self.paths.next_rejected(self.format);
+            let text = self.render(state)?;
+            write_atomic(&rejected, text.as_bytes()).map_err(io_error(&rejected))?;
+            return Err(StoreError::Conflict {
+                state: self.paths.state.clone(),
+                reason,
+                rejected,
+            });
+        }
+        self.write(state)?;
+        Ok(outcome)
+    }
+
+    fn ensure_journal(&mut self) -> Result<&mut Journal, StoreError> {
+        if self.journal.is_none() {
+            let (mut journal, _) = Journal::open(&self.paths.journal)?;
+            journal.set_durable(self.durable);
+            self.journal = Some(journal);
+        }
+        self.journal
+            .as_mut()
+            .ok_or_else(|| StoreError::Serialize("journal not open".into()))
+    }
+
+    fn append_and_apply(&mut self, state: &mut StateFile, events: Vec<Event>) -> Result<Vec<Record>, StoreError> {
+        let at = self.clock.now();
+        let journal = self.ensure_journal()?;
+        let records = journal.append(at, events)?;
+        for record in &records {
+            event::apply(state, record);
+        }
+        Ok(records)
+    }
+
+    fn render(&self, state: &StateFile) -> Result<String, StoreError> {
+        let header = self.base.as_ref().map_or("", |b| b.header.as_str());
+        document::to_text(state, self.format, header).map_err(StoreError::Serialize)
+    }
+
+    fn write(&mut self, state: &StateFile) -> Result<(), StoreError> {
+        let text = self.render(state)?;
+        write_atomic(&self.paths.state, text.as_bytes()).map_err(io_error(&self.paths.state))?;
+        let header = self.base.as_ref().map(|b| b.header.clone()).unwrap_or_default();
+        self.base = Some(Base {
+            hash: document::content_hash(text.as_bytes()),
+            state: state.clone(),
+            header,
+        });
+        Ok(())
+    }
+
+    fn read_disk(&self) -> Result<Option<DiskState>, StoreError> {
+        let Some(base) = &self.base else {
+            return Ok(None);
+        };
+        let bytes = match std::fs::read(&self.paths.state) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(StoreError::Io {
+                    path: self.paths.state.clone(),
+                    source,
+                });
+            }
+        };
+        if document::content_hash(&bytes) == base.hash {
+            return Ok(Some(DiskState::Unchanged));
+        }
+        match document::read(&self.paths.state) {
+            Ok(doc) => Ok(Some(DiskState::Changed(Box::new(doc)))),
+            Err(ReadError::Invalid(diagnostics)) => Ok(Some(DiskState::Invalid(diagnostics))),
+            Err(ReadError::NotFound(_)) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The body of `open`, for callers that already hold the lock.
+    fn reconcile(&mut self) -> Result<(StateFile, Vec<Notice>), StoreError> {
+        let doc = document::read(&self.paths.state)?;
+        let (mut journal, contents) = Journal::open(&self.paths.journal)?;
+        journal.set_durable(self.durable);
+        self.journal = Some(journal);
+        self.base = Some(Base {
+            hash: doc.hash,
+            state: doc.state.clone(),
+            header: doc.header.clone(),
+        });
+        let mut notices = Vec::new();
+        if let Some(torn) = contents.torn {
+            notices.push(Notice::TornTail(torn));
+        }
+        let mut state = doc.state.clone();
+        let revision = state.run.revision;
+        let last = contents.last_seq();
+        if revision > last {
+            return Err(StoreError::JournalBehind {
+                state: self.paths.state.clone(),
+                journal: self.paths.journal.clone(),
+                revision,
+                last,
+            });
+        }
+        let folded = if revision == 0 {
+            None
+        } else {
+            event::fold(contents.records.iter().take_while(|r| r.seq <= revision))
+        };
+        let mut events = Vec::new();
+        let mut changed = false;
+        match folded {
+            None => {
+                events.push(Event::snapshot(&state));
+                notices.push(Notice::JournalStarted);
+            }
+            Some(expected) => {
+                let missed: Vec<&Record> = contents.records.iter().filter(|r| r.seq > revision).collect();
+                if !missed.is_empty() {
+                    notices.push(Notice::Recovered { records: missed.len() });
+                    changed = true;
+                }
+                for record in missed {
+                    event::apply(&mut state, record);
+                }
+                if doc.state != expected {
+                    let engine_edits = doc.state.engine_differences(&expected);
+                    if engine_edits.is_empty() {
+                        events.push(Event::user_edited(&state));
+                        notices.push(Notice::MergedEdit);
+                    } else {
+                        events.push(Event::snapshot(&state));
+                        notices.push(Notice::EngineFieldsEdited(engine_edits));
+                    }
+                }
+            }
+        }
+        if !events.is_empty() {
+            self.append_and_apply(&mut state, events)?;
+            changed = true;
+        }
+        if changed {
+            self.write(&state)?;
+        }
+        Ok((state, notices))
+    }
+}
+
+enum DiskState {
+    Unchanged,
+    Changed(Box<Document>),
+    Invalid(crate::diag::Diagnostics),
+}
+
+/// Rebuilds the state from the journal alone.
+pub fn replay(journal_path: &Path) -> Result<(Option<StateFile>, journal::Contents), JournalError> {
+    let contents = journal::read(journal_path)?;
+    Ok((event::fold(&contents.records), contents))
+}
