@@ -191,8 +191,15 @@ pub fn parse(label: &str, text: &str, format: Format) -> Result<StateFile, Diagn
         ]));
     }
     let shape = validate::check_shape(&root, crate::schema::state_schema());
-    if !shape.is_empty() {
-        return Err(fail(shape));
+    if !shape.errors.is_empty() {
+        // Read what can be read without the unknown keys, so graph problems are
+        // reported in the same run rather than after the first fix.
+        let mut errors = shape.errors;
+        let lenient = validate::to_json_without(&root, &shape.unknown_keys);
+        if let Ok(state) = serde_json::from_value::<StateFile>(lenient) {
+            errors.extend(validate::check_semantics(&state, Some(&root)));
+        }
+        return Err(fail(errors));
     }
     let state: StateFile = match format {
         Format::Yaml => serde_saphyr::from_str(text).map_err(|e| fail(vec![saphyr_diagnostic(&e)]))?,

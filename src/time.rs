@@ -107,7 +107,12 @@ impl Span {
             return Err(format!("duration `{trimmed}` is negative"));
         }
         humantime::parse_duration(trimmed).map(Span).map_err(|e| {
-            format!("invalid duration `{trimmed}` ({e}): write a number with a unit, like 500ms, 90s, 5m or 1h30m")
+            let detail = match e {
+                humantime::DurationError::UnknownUnit { unit, .. } => format!(": unknown unit `{unit}`"),
+                humantime::DurationError::NumberOverflow => ": too long".to_string(),
+                _ => String::new(),
+            };
+            format!("invalid duration `{trimmed}`{detail}; write a number with a unit, like 500ms, 90s, 5m or 1h30m")
         })
     }
 }

@@ -14,21 +14,60 @@ use crate::spans::{Loc, Node, NodeKind, Scalar};
 use crate::state::{FORMAT_VERSION, StateFile};
 use crate::time::Span;
 
+/// The result of checking a document's shape.
+#[derive(Debug, Default)]
+pub struct Shape {
+    /// Every problem found.
+    pub errors: Vec<Diagnostic>,
+    /// Locations of keys the schema does not know and of values it refused, so
+    /// that the rest can be read leniently.
+    pub unknown_keys: HashSet<(u64, u64)>,
+}
+
 /// Checks a located document against the JSON Schema; returns every problem.
-pub fn check_shape(root: &Node, schema: &Value) -> Vec<Diagnostic> {
+pub fn check_shape(root: &Node, schema: &Value) -> Shape {
     let empty = Map::new();
     let defs = schema.get("$defs").and_then(Value::as_object).unwrap_or(&empty);
     let mut walker = Walker {
         defs,
         errors: Vec::new(),
+        unknown: HashSet::new(),
     };
     walker.walk(root, schema, "");
-    walker.errors
+    Shape {
+        errors: walker.errors,
+        unknown_keys: walker.unknown,
+    }
+}
+
+/// Returns the document as JSON without the keys at `skip` (key locations), so
+/// that the rest can be read even when some fields are unknown.
+pub fn to_json_without(node: &Node, skip: &HashSet<(u64, u64)>) -> Value {
+    match &node.kind {
+        NodeKind::Map(entries) => Value::Object(
+            entries
+                .iter()
+                .filter(|(_, key, value)| {
+                    !skip.contains(&(key.line, key.column)) && !skip.contains(&(value.loc.line, value.loc.column))
+                })
+                .map(|(k, _, v)| (k.clone(), to_json_without(v, skip)))
+                .collect(),
+        ),
+        NodeKind::Seq(items) => Value::Array(items.iter().map(|i| to_json_without(i, skip)).collect()),
+        NodeKind::Scalar(Scalar::Null) => Value::Null,
+        NodeKind::Scalar(Scalar::Bool(b)) => Value::Bool(*b),
+        NodeKind::Scalar(Scalar::Int(i)) => {
+            i64::try_from(*i).map_or_else(|_| Value::String(i.to_string()), Value::from)
+        }
+        NodeKind::Scalar(Scalar::Float(f)) => serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number),
+        NodeKind::Scalar(Scalar::Str(s)) => Value::String(s.clone()),
+    }
 }
 
 struct Walker<'s> {
     defs: &'s Map<String, Value>,
     errors: Vec<Diagnostic>,
+    unknown: HashSet<(u64, u64)>,
 }
 
 fn join(path: &str, key: &str) -> String {
@@ -81,6 +120,9 @@ impl<'s> Walker<'s> {
     }
 
     fn error(&mut self, node_loc: Option<Loc>, path: &str, message: String, help: Option<String>) {
+        if let Some(loc) = node_loc {
+            self.unknown.insert((loc.line, loc.column));
+        }
         let mut d = Diagnostic::new(message).at(node_loc);
         if !path.is_empty() {
             d = d.field(path);
@@ -130,15 +172,9 @@ impl<'s> Walker<'s> {
                 return;
             }
         }
-        if let (Some(options), Some(text)) = (schema.get("enum").and_then(Value::as_array), scalar_text(node)) {
+        if let Some(options) = schema.get("enum").and_then(Value::as_array) {
             let names: Vec<&str> = options.iter().filter_map(Value::as_str).collect();
-            if !names.contains(&text.as_str()) {
-                let help = match nearest(&text, names.iter().copied()) {
-                    Some(near) => format!("did you mean `{near}`? expected one of: {}", names.join(", ")),
-                    None => format!("expected one of: {}", names.join(", ")),
-                };
-                self.error(node.loc(), path, format!("unknown value `{text}`"), Some(help));
-            }
+            self.check_enum(node, &names, path);
         }
         if let NodeKind::Scalar(Scalar::Int(value)) = node.kind {
             if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
@@ -182,6 +218,20 @@ impl<'s> Walker<'s> {
         }
     }
 
+    fn check_enum(&mut self, node: &Node, names: &[&str], path: &str) {
+        let Some(text) = scalar_text(node) else {
+            self.error(node.loc(), path, format!("expected one of: {}", names.join(", ")), None);
+            return;
+        };
+        if !names.contains(&text.as_str()) {
+            let help = match nearest(&text, names.iter().copied()) {
+                Some(near) => format!("did you mean `{near}`? expected one of: {}", names.join(", ")),
+                None => format!("expected one of: {}", names.join(", ")),
+            };
+            self.error(node.loc(), path, format!("unknown value `{text}`"), Some(help));
+        }
+    }
+
     fn walk_branches(&mut self, node: &Node, branches: &'s [Value], path: &str) {
         let is_null = matches!(node.kind, NodeKind::Scalar(Scalar::Null));
         if is_null && branches.iter().any(|b| is_null_schema(self.resolve(b))) {
@@ -192,6 +242,15 @@ impl<'s> Walker<'s> {
             .map(|b| self.resolve(b))
             .filter(|b| !is_null_schema(b))
             .collect();
+        // Enums whose variants are documented: one `const` branch per variant.
+        let consts: Vec<&str> = candidates
+            .iter()
+            .filter_map(|b| b.get("const").and_then(Value::as_str))
+            .collect();
+        if !consts.is_empty() && consts.len() == candidates.len() {
+            self.check_enum(node, &consts, path);
+            return;
+        }
         // Internally tagged enums: pick the branch by its `type` tag.
         if let Some(tag) = node.get("type").and_then(scalar_text) {
             let tag_of = |b: &Value| {
@@ -223,6 +282,7 @@ impl<'s> Walker<'s> {
             let mut trial = Walker {
                 defs: self.defs,
                 errors: Vec::new(),
+                unknown: HashSet::new(),
             };
             trial.walk(node, branch, path);
             if trial.errors.is_empty() {
@@ -243,10 +303,13 @@ impl<'s> Walker<'s> {
             } else if let Some(extra @ Value::Object(_)) = additional {
                 self.walk(value, extra, &child);
             } else if additional == Some(&Value::Bool(false)) {
+                self.unknown.insert((key_loc.line, key_loc.column));
                 let names: Vec<&str> = properties
                     .map(|p| p.keys().map(String::as_str).collect())
                     .unwrap_or_default();
-                let help = match nearest(key, names.iter().copied()) {
+                let suggestion =
+                    nearest(key, names.iter().copied()).or_else(|| synonym(key).filter(|s| names.contains(s)));
+                let help = match suggestion {
                     Some(near) => format!("did you mean `{near}`? valid fields here: {}", names.join(", ")),
                     None => format!("valid fields here: {}", names.join(", ")),
                 };
@@ -276,6 +339,20 @@ impl<'s> Walker<'s> {
             }
         }
     }
+}
+
+/// Returns the field a common synonym from other tools most likely means.
+fn synonym(key: &str) -> Option<&'static str> {
+    Some(match key {
+        "dependencies" | "depends_on" | "depends" | "needs" | "requires" | "after" => "deps",
+        "command" | "cmd" | "script" | "shell" | "exec" => "run",
+        "prompt" | "task" | "instructions" => "agent",
+        "alternatives" | "any_of" | "one_of" | "choices" => "or",
+        "checks" | "verify" | "test" | "tests" => "check",
+        "environment" => "env",
+        "workdir" | "working_directory" | "dir" => "cwd",
+        _ => return None,
+    })
 }
 
 /// Checks the graph and the other cross-field rules; returns every problem,
