@@ -226,9 +226,14 @@ fn tree<'a>(state: &'a StateFile, id: &'a str, indent: &str, shown: &mut HashSet
         let _ = write!(line, "  → {}", binding.summary);
     } else {
         let what = atom.run.as_deref().or(atom.agent.as_deref()).unwrap_or_default();
-        let first = what.lines().next().unwrap_or_default();
+        let mut lines = what.lines().filter(|l| !l.trim().is_empty());
+        let first = lines.next().unwrap_or_default();
+        let more = lines.count();
         let kind = if atom.agent.is_some() { "agent" } else { "run" };
         let _ = write!(line, "  {kind}: {}", ellipsize(first, 60));
+        if more > 0 {
+            let _ = write!(line, " (+{more} line{})", if more == 1 { "" } else { "s" });
+        }
         if atom.attempts > 0 {
             let _ = write!(line, " (attempts: {})", atom.attempts);
         }

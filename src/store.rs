@@ -502,6 +502,40 @@ impl Store {
 
     /// The body of `open`, for callers that already hold the lock.
     fn reconcile(&mut self) -> Result<(StateFile, Vec<Notice>), StoreError> {
+        match self.reconcile_incremental()? {
+            Some(state) => Ok((state, Vec::new())),
+            None => self.reconcile_full(),
+        }
+    }
+
+    /// Reconciles from what this store already knows: reads only the journal's
+    /// new tail, and accepts the file when it equals the last state this store
+    /// saw plus those records. Returns `None` when a full reconcile is needed.
+    fn reconcile_incremental(&mut self) -> Result<Option<StateFile>, StoreError> {
+        let theirs = match (&self.base, &mut self.journal) {
+            (Some(_), Some(journal)) => journal.catch_up()?,
+            _ => return Ok(None),
+        };
+        let Some(base) = &self.base else { return Ok(None) };
+        let mut expected = base.state.clone();
+        for record in &theirs {
+            event::apply(&mut expected, record);
+        }
+        match self.read_disk()? {
+            Some(DiskState::Unchanged) if theirs.is_empty() => Ok(Some(expected)),
+            Some(DiskState::Changed(doc)) if doc.state == expected => {
+                self.base = Some(Base {
+                    hash: doc.hash,
+                    state: doc.state.clone(),
+                    header: doc.header,
+                });
+                Ok(Some(doc.state))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn reconcile_full(&mut self) -> Result<(StateFile, Vec<Notice>), StoreError> {
         let doc = document::read(&self.paths.state)?;
         let (mut journal, contents) = Journal::open(&self.paths.journal)?;
         journal.set_durable(self.durable);

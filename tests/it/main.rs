@@ -1,6 +1,12 @@
 //! Integration tests: one binary, one module per area (as jj does).
 
+mod child;
+mod cli;
 mod common;
+mod crash;
+mod fold;
+mod journal;
 mod roundtrip;
 mod schema;
+mod store;
 mod validate;

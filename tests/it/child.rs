@@ -1,0 +1,124 @@
+//! Child-process modes for tests that need real, separate processes: the parent
+//! re-runs this test binary with `AOT_TEST_CHILD` set and only `child_entry`
+//! selected.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+
+use aot::event::Event;
+use aot::state::{Binding, Control};
+use aot::store::Store;
+use aot::time::SystemClock;
+
+/// Starts this test binary as a child in `mode` on `state`.
+pub fn spawn(mode: &str, state: &std::path::Path, extra: &[(&str, String)]) -> Child {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--ignored",
+        "--exact",
+        "child::child_entry",
+        "--nocapture",
+        "--test-threads=1",
+        "-q",
+    ])
+    .env("AOT_TEST_CHILD", mode)
+    .env("AOT_TEST_STATE", state)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::inherit());
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+    cmd.spawn().unwrap()
+}
+
+/// Waits until the child prints `ready` on stdout.
+pub fn wait_ready(child: &mut Child) {
+    use std::io::BufRead;
+    let stdout = child.stdout.as_mut().unwrap();
+    let mut reader = std::io::BufReader::new(stdout);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            reader.read_line(&mut line).unwrap() > 0,
+            "child exited before it was ready"
+        );
+        if line.trim() == "ready" {
+            return;
+        }
+    }
+}
+
+#[test]
+#[ignore = "runs only as a child process of another test"]
+fn child_entry() {
+    let Ok(mode) = std::env::var("AOT_TEST_CHILD") else {
+        return;
+    };
+    let state = PathBuf::from(std::env::var("AOT_TEST_STATE").unwrap());
+    let mut store = Store::new(&state, Arc::new(SystemClock));
+    match mode.as_str() {
+        // Commit event batches and save, forever, until killed.
+        "churn" => {
+            let (mut current, _) = store.open().unwrap();
+            println!("ready");
+            std::io::stdout().flush().unwrap();
+            let atoms: Vec<String> = current.graph.atoms.keys().cloned().collect();
+            for i in 0u64.. {
+                let atom = atoms[(i as usize) % atoms.len()].clone();
+                let events = vec![
+                    Event::AtomStarted {
+                        atom: atom.clone(),
+                        attempt: 1,
+                    },
+                    Event::AtomSolved {
+                        atom: atom.clone(),
+                        binding: Binding {
+                            summary: format!("solved in round {i}"),
+                            output_tail: "x".repeat((i % 300) as usize),
+                            artifacts: Vec::new(),
+                            at: aot::time::Timestamp::now(),
+                            attempt: 1,
+                        },
+                    },
+                    Event::AtomsReset { atoms: vec![atom] },
+                    Event::IterationStarted {
+                        iteration: (i % 1000) as u32,
+                    },
+                ];
+                store.commit(&mut current, events).unwrap();
+            }
+        }
+        // Read-modify-write a counter N times through the short lock.
+        "increment" => {
+            let rounds: u32 = std::env::var("AOT_TEST_ROUNDS").unwrap().parse().unwrap();
+            println!("ready");
+            std::io::stdout().flush().unwrap();
+            for _ in 0..rounds {
+                store
+                    .transact(|s| {
+                        let n: u64 = s.control.stop_reason.as_deref().unwrap_or("0").parse().unwrap();
+                        let control = Control {
+                            stop_reason: Some((n + 1).to_string()),
+                            ..s.control.clone()
+                        };
+                        Ok::<_, String>((vec![Event::ControlSet { control }], ()))
+                    })
+                    .unwrap()
+                    .unwrap();
+            }
+        }
+        // Hold the runner lock until killed.
+        "runner" => {
+            let _lock = aot::store::acquire_runner(store.paths(), std::process::id()).unwrap();
+            println!("ready");
+            std::io::stdout().flush().unwrap();
+            loop {
+                std::thread::park();
+            }
+        }
+        other => panic!("unknown child mode {other}"),
+    }
+}

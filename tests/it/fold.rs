@@ -1,0 +1,151 @@
+//! Property tests of the fold: the state file is a fold over the journal, no
+//! matter how the events come or where the journal is cut.
+
+use aot::event::{self, Event};
+use aot::state::*;
+use aot::time::Timestamp;
+use aot::{document, journal};
+use proptest::prelude::*;
+
+use crate::common::TestEnv;
+
+const STATE: &str = "\
+version: 1
+objective:
+  goal: fold
+  base_case: { command: 'true' }
+graph:
+  atoms:
+    a: { run: 'true' }
+    b: { run: 'true', deps: [a] }
+    c: { run: 'true' }
+    pick: { or: [b, c] }
+";
+
+fn atom() -> impl Strategy<Value = String> {
+    // "zz" is not in the graph: events naming it must fold harmlessly.
+    prop::sample::select(vec!["a", "b", "c", "pick", "zz"]).prop_map(String::from)
+}
+
+fn class() -> impl Strategy<Value = FailureClass> {
+    prop_oneof![Just(FailureClass::Logical), Just(FailureClass::Environmental)]
+}
+
+fn event() -> impl Strategy<Value = Event> {
+    prop_oneof![
+        (atom(), 1..4u32).prop_map(|(atom, attempt)| Event::AtomStarted { atom, attempt }),
+        (atom(), "[a-z ]{0,12}").prop_map(|(atom, summary)| Event::AtomSolved {
+            atom,
+            binding: Binding {
+                summary,
+                output_tail: String::new(),
+                artifacts: Vec::new(),
+                at: Timestamp::from_millis(1_767_225_600_000),
+                attempt: 1,
+            },
+        }),
+        (atom(), 1..4u32, class()).prop_map(|(atom, attempt, class)| Event::AttemptFailed {
+            atom,
+            attempt,
+            class,
+            criterion: "run".into(),
+            message: "exit 1".into(),
+        }),
+        (atom(), class()).prop_map(|(atom, class)| Event::AtomFailed {
+            atom,
+            class,
+            criterion: "check[0]".into(),
+            message: "exit 1".into(),
+        }),
+        prop::collection::vec(atom(), 0..3).prop_map(|atoms| Event::AtomsReset { atoms }),
+        atom().prop_map(|atom| Event::AtomBlocked {
+            atom,
+            reason: "down".into()
+        }),
+        prop::collection::vec(atom(), 0..3).prop_map(|atoms| Event::AtomsPruned { atoms }),
+        prop::sample::select(vec!["b", "c"]).prop_map(|chosen| Event::OrChosen {
+            group: "pick".into(),
+            chosen: chosen.into(),
+            remaining: vec![],
+            reason: "test".into(),
+        }),
+        prop::sample::select(vec![("b", "c"), ("c", "b")]).prop_map(|(from, to)| Event::Backtracked {
+            group: "pick".into(),
+            from: from.into(),
+            to: to.into(),
+            reset: vec![from.into()],
+        }),
+        (any::<bool>(), prop::option::of("[a-z]{1,8}")).prop_map(|(stop_requested, stop_reason)| Event::ControlSet {
+            control: Control {
+                stop_requested,
+                stop_reason,
+                redirect_requested: false,
+            },
+        }),
+        (0..100u32).prop_map(|iteration| Event::IterationStarted { iteration }),
+        any::<u32>().prop_map(|pid| Event::RunStarted { pid }),
+        (
+            prop::sample::select(vec![
+                CorrectionKind::ObjectiveChange,
+                CorrectionKind::DagAdjustment,
+                CorrectionKind::ConstraintChange,
+                CorrectionKind::BindingsOverride,
+            ]),
+            any::<bool>()
+        )
+            .prop_map(|(kind, trail_cleared)| Event::CorrectionRecorded {
+                correction: Correction {
+                    at: Timestamp::from_millis(1_767_225_600_000),
+                    kind,
+                    description: "c".into(),
+                    trail_cleared,
+                },
+            }),
+        Just(Event::RunStopped {
+            stop: StopRecord {
+                reason: StopReason::Manual,
+                at: Timestamp::from_millis(1_767_225_600_000),
+                message: "stop".into(),
+                evidence: None,
+            },
+        }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+
+    #[test]
+    fn saving_between_events_equals_folding_them_and_any_prefix_replays(
+        batches in prop::collection::vec(prop::collection::vec(event(), 1..4), 1..12)
+    ) {
+        let env = TestEnv::new();
+        let path = env.write("fold.yaml", STATE);
+        let mut store = env.store(&path);
+        let (mut state, _) = store.open().unwrap();
+        let mut history = vec![state.clone()];
+        for batch in batches {
+            // Commit one event at a time: a save after every event.
+            for event in batch {
+                store.commit(&mut state, vec![event]).unwrap();
+                history.push(state.clone());
+                // What is on disk is exactly what is in memory.
+                prop_assert_eq!(&document::read(&path).unwrap().state, &state);
+            }
+        }
+        let journal_path = journal::path_for(&path);
+        let contents = journal::read(&journal_path).unwrap();
+        prop_assert_eq!(&event::fold(&contents.records).unwrap(), &state);
+
+        // Cut the journal after every line: replay gives the state as of that record.
+        let text = std::fs::read_to_string(&journal_path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        prop_assert_eq!(lines.len(), history.len());
+        let cut = env.path("cut.jsonl");
+        for (k, expected) in history.iter().enumerate() {
+            std::fs::write(&cut, lines[..=k].join("\n") + "\n").unwrap();
+            let prefix = journal::read(&cut).unwrap();
+            prop_assert_eq!(&event::fold(&prefix.records).unwrap(), expected, "cut after line {}", k + 1);
+        }
+    }
+}

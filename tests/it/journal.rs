@@ -1,0 +1,297 @@
+//! The journal: golden records for every event kind (the wire format is a
+//! contract), torn tails, corruption, and group commit.
+
+use std::io::Write;
+
+use aot::event::{Event, Record};
+use aot::journal::{self, Journal, JournalError, TornTail};
+use aot::state::*;
+use aot::time::{Span, Timestamp};
+use indexmap::IndexMap;
+
+use crate::common::{TestEnv, root};
+
+fn at(ms: u64) -> Timestamp {
+    Timestamp::from_millis(1_767_225_600_000 + ms)
+}
+
+fn binding() -> Binding {
+    Binding {
+        summary: "built".into(),
+        output_tail: "Finished dev profile".into(),
+        artifacts: vec!["target/debug/app".into()],
+        at: at(5),
+        attempt: 2,
+    }
+}
+
+fn small_state() -> StateFile {
+    let mut atoms = IndexMap::new();
+    atoms.insert("build".to_string(), Atom::command("cargo build"));
+    let objective = Objective {
+        goal: Some("build".into()),
+        base_case: Some(BaseCase {
+            command: "cargo test".into(),
+            timeout: Some(Span(std::time::Duration::from_secs(90))),
+        }),
+        ..Objective::default()
+    };
+    StateFile::new(objective, atoms)
+}
+
+/// One event of every kind. The match makes adding a variant without a golden
+/// record a compile error here.
+fn one_of_each() -> Vec<Event> {
+    let events = vec![
+        Event::snapshot(&small_state()),
+        Event::user_edited(&small_state()),
+        Event::ControlSet {
+            control: Control {
+                stop_requested: true,
+                stop_reason: Some("lunch".into()),
+                redirect_requested: false,
+            },
+        },
+        Event::RunStarted { pid: 4242 },
+        Event::IterationStarted { iteration: 1 },
+        Event::AtomStarted {
+            atom: "build".into(),
+            attempt: 1,
+        },
+        Event::AttemptFailed {
+            atom: "build".into(),
+            attempt: 1,
+            class: FailureClass::Environmental,
+            criterion: "run".into(),
+            message: "exit 127: cargo: not found".into(),
+        },
+        Event::AtomSolved {
+            atom: "build".into(),
+            binding: binding(),
+        },
+        Event::AtomFailed {
+            atom: "build".into(),
+            class: FailureClass::Logical,
+            criterion: "check[0]".into(),
+            message: "exit 1".into(),
+        },
+        Event::AtomsReset {
+            atoms: vec!["build".into()],
+        },
+        Event::AtomBlocked {
+            atom: "build".into(),
+            reason: "cargo is not installed".into(),
+        },
+        Event::AtomsPruned {
+            atoms: vec!["build".into()],
+        },
+        Event::OrChosen {
+            group: "pick".into(),
+            chosen: "a".into(),
+            remaining: vec!["b".into()],
+            reason: "first in file order".into(),
+        },
+        Event::Backtracked {
+            group: "pick".into(),
+            from: "a".into(),
+            to: "b".into(),
+            reset: vec!["a".into()],
+        },
+        Event::BindingOverridden {
+            atom: "build".into(),
+            binding: binding(),
+        },
+        Event::CorrectionRecorded {
+            correction: Correction {
+                at: at(9),
+                kind: CorrectionKind::DagAdjustment,
+                description: "added atom docs".into(),
+                trail_cleared: false,
+            },
+        },
+        Event::BaseCaseChecked {
+            evidence: Evidence {
+                command: "cargo test".into(),
+                exit_code: Some(0),
+                output_tail: "test result: ok".into(),
+                at: at(10),
+                duration_ms: 1234,
+            },
+        },
+        Event::RunStopped {
+            stop: StopRecord {
+                reason: StopReason::Completed,
+                at: at(11),
+                message: "base case holds".into(),
+                evidence: None,
+            },
+        },
+    ];
+    for event in &events {
+        match event {
+            Event::Snapshot { .. }
+            | Event::UserEdited { .. }
+            | Event::ControlSet { .. }
+            | Event::RunStarted { .. }
+            | Event::IterationStarted { .. }
+            | Event::AtomStarted { .. }
+            | Event::AtomSolved { .. }
+            | Event::AttemptFailed { .. }
+            | Event::AtomFailed { .. }
+            | Event::AtomsReset { .. }
+            | Event::AtomBlocked { .. }
+            | Event::AtomsPruned { .. }
+            | Event::OrChosen { .. }
+            | Event::Backtracked { .. }
+            | Event::BindingOverridden { .. }
+            | Event::CorrectionRecorded { .. }
+            | Event::BaseCaseChecked { .. }
+            | Event::RunStopped { .. } => {}
+        }
+    }
+    events
+}
+
+#[test]
+fn golden_records_round_trip_byte_for_byte() {
+    let golden_path = root().join("tests/fixtures/journal/v1.jsonl");
+    let records: Vec<Record> = one_of_each()
+        .into_iter()
+        .enumerate()
+        .map(|(i, event)| Record {
+            v: 1,
+            seq: i as u64 + 1,
+            at: at(i as u64),
+            event,
+        })
+        .collect();
+    let text: String = records
+        .iter()
+        .map(|r| serde_json::to_string(r).unwrap() + "\n")
+        .collect();
+    if std::env::var_os("AOT_UPDATE_GOLDEN").is_some() {
+        std::fs::write(&golden_path, &text).unwrap();
+    }
+    let golden = std::fs::read_to_string(&golden_path).unwrap();
+    assert_eq!(
+        text, golden,
+        "the journal wire format changed; if intended, bump RECORD_VERSION or rerun with AOT_UPDATE_GOLDEN=1"
+    );
+    let read = journal::read(&golden_path).unwrap();
+    assert_eq!(read.records, records);
+    let kinds: std::collections::HashSet<&str> = read.records.iter().map(|r| r.event.kind()).collect();
+    assert_eq!(kinds.len(), records.len(), "one record per kind");
+}
+
+#[test]
+fn a_torn_tail_is_reported_skipped_and_truncated_on_open() {
+    let env = TestEnv::new();
+    let path = env.path("j.jsonl");
+    let (mut journal, _) = Journal::open(&path).unwrap();
+    journal
+        .append(at(0), one_of_each().into_iter().take(3).collect())
+        .unwrap();
+    drop(journal);
+    let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    file.write_all(br#"{"v":1,"seq":4,"at":"2026-01-01T00:00:00.000Z","event":{"type":"iter"#)
+        .unwrap();
+    drop(file);
+
+    let read = journal::read(&path).unwrap();
+    assert_eq!(read.records.len(), 3);
+    assert_eq!(read.torn, Some(TornTail { line: 4, bytes: 68 }));
+
+    let (mut journal, contents) = Journal::open(&path).unwrap();
+    assert_eq!(contents.torn.map(|t| t.line), Some(4));
+    let appended = journal
+        .append(at(1), vec![Event::IterationStarted { iteration: 7 }])
+        .unwrap();
+    assert_eq!(appended[0].seq, 4);
+    let read = journal::read(&path).unwrap();
+    assert_eq!(read.records.len(), 4);
+    assert!(read.torn.is_none());
+}
+
+#[test]
+fn a_complete_but_unterminated_last_line_is_also_torn() {
+    let env = TestEnv::new();
+    let path = env.path("j.jsonl");
+    let (mut journal, _) = Journal::open(&path).unwrap();
+    journal
+        .append(at(0), vec![Event::IterationStarted { iteration: 1 }])
+        .unwrap();
+    drop(journal);
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.trim_end()).unwrap();
+    let read = journal::read(&path).unwrap();
+    assert!(read.records.is_empty());
+    assert_eq!(read.torn.map(|t| t.line), Some(1));
+}
+
+#[test]
+fn a_corrupt_line_in_the_middle_is_an_error_naming_the_line() {
+    let env = TestEnv::new();
+    let path = env.path("j.jsonl");
+    let (mut journal, _) = Journal::open(&path).unwrap();
+    journal
+        .append(at(0), vec![Event::IterationStarted { iteration: 1 }])
+        .unwrap();
+    drop(journal);
+    let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    file.write_all(b"not json\n{}\n").unwrap();
+    drop(file);
+    let err = journal::read(&path).unwrap_err();
+    assert!(matches!(err, JournalError::Corrupt { line: 2, .. }), "{err}");
+    assert!(err.to_string().contains("j.jsonl:2:"), "{err}");
+}
+
+#[test]
+fn a_gap_in_sequence_numbers_is_detected() {
+    let env = TestEnv::new();
+    let path = env.path("j.jsonl");
+    let line = |seq: u64| {
+        serde_json::to_string(&Record {
+            v: 1,
+            seq,
+            at: at(0),
+            event: Event::IterationStarted { iteration: 1 },
+        })
+        .unwrap()
+            + "\n"
+    };
+    std::fs::write(&path, line(1) + &line(3)).unwrap();
+    let err = journal::read(&path).unwrap_err();
+    assert!(err.to_string().contains("sequence 3 follows 1"), "{err}");
+}
+
+#[test]
+fn a_batch_is_one_group_with_consecutive_sequence_numbers() {
+    let env = TestEnv::new();
+    let path = env.path("j.jsonl");
+    let (mut journal, _) = Journal::open(&path).unwrap();
+    let batch: Vec<Event> = (0..1000).map(|i| Event::IterationStarted { iteration: i }).collect();
+    let records = journal.append(at(0), batch).unwrap();
+    assert_eq!(records.first().map(|r| r.seq), Some(1));
+    assert_eq!(records.last().map(|r| r.seq), Some(1000));
+    let more = journal.append(at(1), vec![Event::RunStarted { pid: 1 }]).unwrap();
+    assert_eq!(more[0].seq, 1001);
+    assert_eq!(journal::read(&path).unwrap().records.len(), 1001);
+}
+
+#[test]
+fn records_appended_by_another_handle_are_caught_up() {
+    let env = TestEnv::new();
+    let path = env.path("j.jsonl");
+    let (mut mine, _) = Journal::open(&path).unwrap();
+    mine.append(at(0), vec![Event::RunStarted { pid: 1 }]).unwrap();
+    let (mut theirs, _) = Journal::open(&path).unwrap();
+    theirs
+        .append(at(1), vec![Event::IterationStarted { iteration: 1 }])
+        .unwrap();
+    let caught = mine.catch_up().unwrap();
+    assert_eq!(caught.len(), 1);
+    let next = mine
+        .append(at(2), vec![Event::IterationStarted { iteration: 2 }])
+        .unwrap();
+    assert_eq!(next[0].seq, 3);
+}

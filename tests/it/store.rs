@@ -1,0 +1,324 @@
+//! The store: journal before save, atomic replace, hand edits merged or set
+//! aside (never overwritten), recovery after a crash, and the two locks.
+
+use aot::document;
+use aot::event::{self, Event};
+use aot::journal::{self, Journal};
+use aot::state::{AtomStatus, Binding, CorrectionKind};
+use aot::store::{self, Committed, Notice, StoreError};
+use aot::time::Timestamp;
+
+use crate::child;
+use crate::common::TestEnv;
+
+fn binding(summary: &str) -> Binding {
+    Binding {
+        summary: summary.into(),
+        output_tail: String::new(),
+        artifacts: Vec::new(),
+        at: Timestamp::from_millis(1_767_225_600_000),
+        attempt: 1,
+    }
+}
+
+fn solved(atom: &str) -> Vec<Event> {
+    vec![
+        Event::AtomStarted {
+            atom: atom.into(),
+            attempt: 1,
+        },
+        Event::AtomSolved {
+            atom: atom.into(),
+            binding: binding(&format!("{atom} done")),
+        },
+    ]
+}
+
+/// Asserts that folding the journal up to the file's revision gives the file.
+fn assert_replay_agrees(path: &std::path::Path) {
+    let file = document::read(path).unwrap().state;
+    let contents = journal::read(&journal::path_for(path)).unwrap();
+    let replayed = event::fold(contents.records.iter().take_while(|r| r.seq <= file.run.revision)).unwrap();
+    assert_eq!(replayed, file);
+}
+
+#[test]
+fn opening_a_new_file_starts_its_journal_with_a_snapshot() {
+    let env = TestEnv::new();
+    let path = env.example("diamond.yaml");
+    let mut store = env.store(&path);
+    let (state, notices) = store.open().unwrap();
+    assert_eq!(notices, vec![Notice::JournalStarted]);
+    assert_eq!(state.run.revision, 1);
+    let contents = journal::read(&journal::path_for(&path)).unwrap();
+    assert_eq!(contents.records.len(), 1);
+    assert_eq!(contents.records[0].event.kind(), "snapshot");
+    assert_replay_agrees(&path);
+}
+
+#[test]
+fn commit_journals_then_saves_and_replay_agrees() {
+    let env = TestEnv::new();
+    let path = env.example("diamond.yaml");
+    let mut store = env.store(&path);
+    let (mut state, _) = store.open().unwrap();
+    assert_eq!(store.commit(&mut state, solved("prepare")).unwrap(), Committed::Saved);
+    let on_disk = document::read(&path).unwrap().state;
+    assert_eq!(on_disk, state);
+    assert_eq!(on_disk.run.revision, 3);
+    assert_eq!(on_disk.graph.atoms["prepare"].status, AtomStatus::Solved);
+    assert_eq!(on_disk.bindings["prepare"].summary, "prepare done");
+    assert_replay_agrees(&path);
+}
+
+#[test]
+fn save_leaves_no_temporary_file_and_keeps_permissions() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    let path = env.example("single.yaml");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let mut store = env.store(&path);
+    let (mut state, _) = store.open().unwrap();
+    store.commit(&mut state, solved("greet")).unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o640);
+    let leftovers: Vec<_> = std::fs::read_dir(env.dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains(".tmp-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn a_hand_edit_of_user_fields_is_merged_and_journaled() {
+    let env = TestEnv::new();
+    let path = env.example("diamond.yaml");
+    let mut store = env.store(&path);
+    let (mut state, _) = store.open().unwrap();
+    // The user edits the goal and adds an atom while the store holds the state.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let edited = text.replace("goal: Combine two", "goal: Merge two").replace(
+        "graph:\n  atoms:\n",
+        "graph:\n  atoms:\n    extra:\n      run: 'true'\n",
+    );
+    std::fs::write(&path, &edited).unwrap();
+    assert_eq!(store.commit(&mut state, solved("prepare")).unwrap(), Committed::Merged);
+    let on_disk = document::read(&path).unwrap().state;
+    assert_eq!(
+        on_disk.objective.goal.as_deref(),
+        Some("Merge two independently produced halves into one report")
+    );
+    assert!(on_disk.graph.atoms.contains_key("extra"));
+    assert_eq!(on_disk.graph.atoms["prepare"].status, AtomStatus::Solved);
+    assert_eq!(on_disk, state, "the in-memory state took the edit too");
+    let kinds: Vec<&str> = journal::read(&journal::path_for(&path))
+        .unwrap()
+        .records
+        .iter()
+        .map(|r| r.event.kind())
+        .collect::<Vec<_>>()
+        .into_iter()
+        .collect();
+    assert_eq!(kinds, ["snapshot", "user_edited", "atom_started", "atom_solved"]);
+    assert_replay_agrees(&path);
+}
+
+#[test]
+fn a_hand_edit_of_engine_fields_is_never_overwritten() {
+    let env = TestEnv::new();
+    let path = env.example("diamond.yaml");
+    let mut store = env.store(&path);
+    let (mut state, _) = store.open().unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let edited = text.replace(
+        "bindings: {}",
+        "bindings:\n  left:\n    summary: done by hand\n    at: 2026-01-01T00:00:00Z\n    attempt: 1",
+    );
+    assert_ne!(edited, text);
+    std::fs::write(&path, &edited).unwrap();
+    let err = store.commit(&mut state, solved("prepare")).unwrap_err();
+    let StoreError::Conflict { rejected, reason, .. } = err else {
+        panic!("{err}")
+    };
+    assert!(reason.contains("bindings"), "{reason}");
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        edited,
+        "the user's edit stays in place"
+    );
+    let aside = document::read(&rejected).unwrap().state;
+    assert_eq!(
+        aside.bindings["prepare"].summary, "prepare done",
+        "the engine's work is saved aside"
+    );
+    assert!(
+        rejected.to_string_lossy().ends_with("diamond.yaml.rejected-1.yaml"),
+        "{}",
+        rejected.display()
+    );
+    let kinds: Vec<String> = journal::read(&journal::path_for(&path))
+        .unwrap()
+        .records
+        .iter()
+        .map(|r| r.event.kind().to_string())
+        .collect();
+    assert!(
+        kinds.contains(&"atom_solved".to_string()),
+        "the events were journaled: {kinds:?}"
+    );
+}
+
+#[test]
+fn an_invalid_hand_edit_is_never_overwritten() {
+    let env = TestEnv::new();
+    let path = env.example("single.yaml");
+    let mut store = env.store(&path);
+    let (mut state, _) = store.open().unwrap();
+    std::fs::write(&path, "version: 1\nobjective: [unfinished\n").unwrap();
+    let err = store.commit(&mut state, solved("greet")).unwrap_err();
+    assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "version: 1\nobjective: [unfinished\n"
+    );
+}
+
+#[test]
+fn another_process_write_through_the_store_is_not_mistaken_for_a_hand_edit() {
+    let env = TestEnv::new();
+    let path = env.example("diamond.yaml");
+    let mut runner = env.store(&path);
+    let (mut state, _) = runner.open().unwrap();
+    // A second store (as `aot stop` will be) changes control through the lock.
+    let mut other = env.store(&path);
+    other
+        .transact(|s| {
+            let mut control = s.control.clone();
+            control.stop_requested = true;
+            Ok::<_, String>((vec![Event::ControlSet { control }], ()))
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(runner.commit(&mut state, solved("prepare")).unwrap(), Committed::Saved);
+    assert!(state.control.stop_requested, "the runner saw the other process's event");
+    let on_disk = document::read(&path).unwrap().state;
+    assert!(on_disk.control.stop_requested);
+    assert_eq!(on_disk.graph.atoms["prepare"].status, AtomStatus::Solved);
+    assert_replay_agrees(&path);
+}
+
+#[test]
+fn open_recovers_records_a_crash_left_out_of_the_file() {
+    let env = TestEnv::new();
+    let path = env.example("diamond.yaml");
+    let mut store = env.store(&path);
+    store.open().unwrap();
+    // Journal two transitions without saving: a crash between the two writes.
+    let (mut journal, _) = Journal::open(&journal::path_for(&path)).unwrap();
+    journal
+        .append(Timestamp::from_millis(1_767_225_700_000), solved("prepare"))
+        .unwrap();
+    drop(journal);
+    let mut store = env.store(&path);
+    let (state, notices) = store.open().unwrap();
+    assert_eq!(notices, vec![Notice::Recovered { records: 2 }]);
+    assert_eq!(state.bindings["prepare"].summary, "prepare done");
+    assert_eq!(
+        document::read(&path).unwrap().state,
+        state,
+        "the recovered state was saved"
+    );
+    assert_replay_agrees(&path);
+}
+
+#[test]
+fn open_journals_hand_edits_made_while_nothing_ran() {
+    let env = TestEnv::new();
+    let path = env.example("diamond.yaml");
+    env.store(&path).open().unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("max_parallel_agents: 3", "max_parallel_agents: 2")).unwrap();
+    let (state, notices) = env.store(&path).open().unwrap();
+    assert_eq!(notices, vec![Notice::MergedEdit]);
+    assert_eq!(state.objective.constraints.max_parallel_agents, Some(2));
+    assert_replay_agrees(&path);
+}
+
+#[test]
+fn a_correction_event_clears_the_trail_only_for_objective_changes() {
+    let env = TestEnv::new();
+    let path = env.example("or-fallback.yaml");
+    let mut store = env.store(&path);
+    let (mut state, _) = store.open().unwrap();
+    let choose = Event::OrChosen {
+        group: "config".into(),
+        chosen: "from-remote".into(),
+        remaining: vec!["from-default".into()],
+        reason: "first in file order".into(),
+    };
+    store.commit(&mut state, vec![choose]).unwrap();
+    let correction = |kind, cleared| Event::CorrectionRecorded {
+        correction: aot::state::Correction {
+            at: Timestamp::from_millis(1_767_225_600_000),
+            kind,
+            description: "test".into(),
+            trail_cleared: cleared,
+        },
+    };
+    store
+        .commit(&mut state, vec![correction(CorrectionKind::ConstraintChange, false)])
+        .unwrap();
+    assert_eq!(state.trail.len(), 1);
+    store
+        .commit(&mut state, vec![correction(CorrectionKind::DagAdjustment, false)])
+        .unwrap();
+    assert_eq!(state.trail.len(), 2, "user_correction appended");
+    store
+        .commit(&mut state, vec![correction(CorrectionKind::ObjectiveChange, true)])
+        .unwrap();
+    assert!(state.trail.is_empty());
+    assert_eq!(state.corrections.len(), 3);
+    assert_replay_agrees(&path);
+}
+
+#[test]
+fn the_runner_lock_admits_one_runner_and_names_it() {
+    let env = TestEnv::new();
+    let path = env.example("single.yaml");
+    let paths = store::Paths::new(&path);
+    let mut holder = child::spawn("runner", &path, &[]);
+    child::wait_ready(&mut holder);
+    let err = store::acquire_runner(&paths, std::process::id()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("aot is already running on {} (pid {})", path.display(), holder.id())
+    );
+    assert_eq!(store::running_pid(&paths), Some(holder.id()));
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    // The lock dies with its holder, even when it is killed.
+    let lock = store::acquire_runner(&paths, std::process::id()).unwrap();
+    assert_eq!(store::running_pid(&paths), Some(std::process::id()));
+    drop(lock);
+    assert_eq!(store::running_pid(&paths), None);
+}
+
+#[test]
+fn two_processes_doing_read_modify_write_lose_no_update() {
+    let env = TestEnv::new();
+    let path = env.example("single.yaml");
+    env.store(&path).open().unwrap();
+    let rounds: u32 = std::env::var("AOT_TEST_RMW_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    let extra = [("AOT_TEST_ROUNDS", rounds.to_string())];
+    let mut a = child::spawn("increment", &path, &extra);
+    let mut b = child::spawn("increment", &path, &extra);
+    assert!(a.wait().unwrap().success());
+    assert!(b.wait().unwrap().success());
+    let state = document::read(&path).unwrap().state;
+    assert_eq!(state.control.stop_reason, Some((2 * rounds).to_string()));
+    assert_replay_agrees(&path);
+}
