@@ -166,6 +166,17 @@ pub fn parse(label: &str, text: &str, format: Format) -> Result<StateFile, Diagn
             "a state file needs at least `version: 1`, an `objective` and a `graph`; `aot align` writes one",
         )]));
     }
+    // Fast path: a valid file is parsed once. Only an invalid one is parsed into
+    // the located tree, to place every problem at its line and column.
+    let typed: Option<StateFile> = match format {
+        Format::Yaml => serde_saphyr::from_str(text).ok(),
+        Format::Json => serde_json::from_str(text).ok(),
+    };
+    if let Some(state) = typed
+        && validate::check_semantics(&state, None).is_empty()
+    {
+        return Ok(state);
+    }
     if format == Format::Json
         && let Err(e) = serde_json::from_str::<serde_json::Value>(text)
     {

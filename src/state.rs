@@ -117,18 +117,15 @@ pub enum VerifyPolicy {
 pub struct Constraints {
     /// Stop with `iteration_limit` after this many iterations (default 50).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
     pub max_iterations: Option<u32>,
     /// Atoms run at once (default 3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
     pub max_parallel_agents: Option<u32>,
     /// Retries per atom in the fast loop (default 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_retries: Option<u32>,
     /// Replans before the budget is spent: GGS Omega (default 3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
     pub max_replans: Option<u32>,
     /// Wall-clock budget: GGS Omega (default 5m).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -187,6 +184,15 @@ impl Constraints {
         self.verify.unwrap_or_default()
     }
 
+    /// Returns the limits that must be at least 1, by field name, as written.
+    pub fn positive_limits(&self) -> [(&'static str, Option<u32>); 3] {
+        [
+            ("max_iterations", self.max_iterations),
+            ("max_parallel_agents", self.max_parallel_agents),
+            ("max_replans", self.max_replans),
+        ]
+    }
+
     /// Returns the GGS hyper-parameters with every default filled in.
     pub fn ggs(&self) -> GgsConfig {
         self.ggs.clone().unwrap_or_default().resolve()
@@ -199,39 +205,30 @@ impl Constraints {
 pub struct GgsParams {
     /// Weight of the distance D in the loss (default 0.6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0.0))]
     pub alpha: Option<f64>,
     /// Weight of the process term P (default 0.3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0.0))]
     pub beta: Option<f64>,
     /// Weight of the budget term Omega (default 0.4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0.0))]
     pub lambda: Option<f64>,
     /// Weight of replans in Omega (default 0.6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0.0))]
     pub w1: Option<f64>,
     /// Weight of elapsed time in Omega (default 0.4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0.0))]
     pub w2: Option<f64>,
     /// Plateau threshold on |gradient| (default 0.1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0.0))]
     pub epsilon: Option<f64>,
     /// Success threshold on D (default 0.3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0.0))]
     pub delta: Option<f64>,
     /// Logical-failure threshold on P (default 0.5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0.0))]
     pub rho: Option<f64>,
     /// Abandon threshold on Omega (default 0.8).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0.0))]
     pub theta: Option<f64>,
 }
 
@@ -267,6 +264,21 @@ impl Default for GgsConfig {
 }
 
 impl GgsParams {
+    /// Returns each parameter as written, by name.
+    pub fn written(&self) -> [(&'static str, Option<f64>); 9] {
+        [
+            ("alpha", self.alpha),
+            ("beta", self.beta),
+            ("lambda", self.lambda),
+            ("w1", self.w1),
+            ("w2", self.w2),
+            ("epsilon", self.epsilon),
+            ("delta", self.delta),
+            ("rho", self.rho),
+            ("theta", self.theta),
+        ]
+    }
+
     fn resolve(self) -> GgsConfig {
         let d = GgsConfig::default();
         GgsConfig {

@@ -360,7 +360,16 @@ fn synonym(key: &str) -> Option<&'static str> {
 pub fn check_semantics(state: &StateFile, root: Option<&Node>) -> Vec<Diagnostic> {
     let mut errors = Vec::new();
     let at = |keys: &[&str]| root.and_then(|r| r.path(keys)).and_then(Node::loc);
-    let key_at = |parent: &[&str], key: &str| root.and_then(|r| r.path(parent)).and_then(|n| n.key_loc(key));
+    // Atom nodes by id, built once: a lookup per atom must not scan the whole map.
+    let atom_nodes: HashMap<&str, (Loc, &Node)> = match root.and_then(|r| r.path(&["graph", "atoms"])).map(|n| &n.kind)
+    {
+        Some(NodeKind::Map(entries)) => entries.iter().map(|(k, loc, v)| (k.as_str(), (*loc, v))).collect(),
+        _ => HashMap::new(),
+    };
+    let atom_key = |id: &str| atom_nodes.get(id).and_then(|(loc, _)| (loc.line > 0).then_some(*loc));
+    let atom_field = |id: &str, name: &str| atom_nodes.get(id).and_then(|(_, node)| node.get(name));
+    let atom_field_key = |id: &str, name: &str| atom_nodes.get(id).and_then(|(_, node)| node.key_loc(name));
+    let atom_item = |id: &str, name: &str, i: usize| atom_field(id, name).and_then(|n| n.item(i)).and_then(Node::loc);
     let atoms = &state.graph.atoms;
     let ids: Vec<&str> = atoms.keys().map(String::as_str).collect();
 
@@ -386,11 +395,32 @@ pub fn check_semantics(state: &StateFile, root: Option<&Node>) -> Vec<Diagnostic
         );
     }
 
+    let constraints = &state.objective.constraints;
+    for (name, value) in constraints.positive_limits() {
+        if value == Some(0) {
+            errors.push(
+                Diagnostic::new("must be at least 1, found 0")
+                    .field(format!("objective.constraints.{name}"))
+                    .at(at(&["objective", "constraints", name])),
+            );
+        }
+    }
+    if let Some(ggs) = &constraints.ggs {
+        for (name, value) in ggs.written() {
+            if let Some(v) = value.filter(|v| !(v.is_finite() && *v >= 0.0)) {
+                errors.push(
+                    Diagnostic::new(format!("must be a number ≥ 0, found {v}"))
+                        .field(format!("objective.constraints.ggs.{name}"))
+                        .at(at(&["objective", "constraints", "ggs", name])),
+                );
+            }
+        }
+    }
+
     let mut owner_of_alternative: HashMap<&str, &str> = HashMap::new();
     for (id, atom) in atoms {
-        let atom_keys = ["graph", "atoms", id.as_str()];
         let field = |name: &str| format!("graph.atoms.{id}.{name}");
-        let id_loc = key_at(&["graph", "atoms"], id);
+        let id_loc = atom_key(id);
         if !valid_id(id) {
             errors.push(
                 Diagnostic::new(format!("invalid atom id `{id}`"))
@@ -429,16 +459,13 @@ pub fn check_semantics(state: &StateFile, root: Option<&Node>) -> Vec<Diagnostic
                 errors.push(
                     Diagnostic::new("is empty")
                         .field(field(name))
-                        .at(at(&[&atom_keys[..], &[name]].concat())),
+                        .at(atom_field(id, name).and_then(Node::loc)),
                 );
             }
         }
         for (i, check) in atom.check.iter().enumerate() {
             if check.trim().is_empty() {
-                let loc = root
-                    .and_then(|r| r.path(&[&atom_keys[..], &["check"]].concat()))
-                    .and_then(|n| n.item(i))
-                    .and_then(Node::loc);
+                let loc = atom_item(id, "check", i);
                 errors.push(
                     Diagnostic::new("is an empty command")
                         .field(format!("{}[{i}]", field("check")))
@@ -447,7 +474,7 @@ pub fn check_semantics(state: &StateFile, root: Option<&Node>) -> Vec<Diagnostic
             }
         }
         if let Some(alternatives) = &atom.or {
-            let or_loc = at(&[&atom_keys[..], &["or"]].concat());
+            let or_loc = atom_field(id, "or").and_then(Node::loc);
             if alternatives.is_empty() {
                 errors.push(
                     Diagnostic::new(format!("OR atom `{id}` has no alternatives"))
@@ -458,10 +485,7 @@ pub fn check_semantics(state: &StateFile, root: Option<&Node>) -> Vec<Diagnostic
             }
             let mut seen = HashSet::new();
             for (i, alt) in alternatives.iter().enumerate() {
-                let loc = root
-                    .and_then(|r| r.path(&[&atom_keys[..], &["or"]].concat()))
-                    .and_then(|n| n.item(i))
-                    .and_then(Node::loc);
+                let loc = atom_item(id, "or", i);
                 let alt_field = format!("{}[{i}]", field("or"));
                 if alt == id {
                     errors.push(
@@ -498,7 +522,7 @@ pub fn check_semantics(state: &StateFile, root: Option<&Node>) -> Vec<Diagnostic
                     errors.push(
                         Diagnostic::new(format!("`{name}` does nothing on an OR atom"))
                             .field(field(name))
-                            .at(key_at(&atom_keys, name))
+                            .at(atom_field_key(id, name))
                             .help("put it on the alternatives, which are the atoms that run"),
                     );
                 }
@@ -511,7 +535,7 @@ pub fn check_semantics(state: &StateFile, root: Option<&Node>) -> Vec<Diagnostic
                         "chosen alternative `{chosen}` is not one of `{id}`'s alternatives"
                     ))
                     .field(field("chosen"))
-                    .at(at(&[&atom_keys[..], &["chosen"]].concat())),
+                    .at(atom_field(id, "chosen").and_then(Node::loc)),
                 );
             }
         } else {
@@ -519,23 +543,20 @@ pub fn check_semantics(state: &StateFile, root: Option<&Node>) -> Vec<Diagnostic
                 errors.push(
                     Diagnostic::new("`speculative` applies only to OR atoms")
                         .field(field("speculative"))
-                        .at(key_at(&atom_keys, "speculative")),
+                        .at(atom_field_key(id, "speculative")),
                 );
             }
             if atom.chosen.is_some() {
                 errors.push(
                     Diagnostic::new("`chosen` applies only to OR atoms")
                         .field(field("chosen"))
-                        .at(key_at(&atom_keys, "chosen")),
+                        .at(atom_field_key(id, "chosen")),
                 );
             }
         }
         let mut seen = HashSet::new();
         for (i, dep) in atom.deps.iter().enumerate() {
-            let loc = root
-                .and_then(|r| r.path(&[&atom_keys[..], &["deps"]].concat()))
-                .and_then(|n| n.item(i))
-                .and_then(Node::loc);
+            let loc = atom_item(id, "deps", i);
             let dep_field = format!("{}[{i}]", field("deps"));
             if dep == id {
                 errors.push(
