@@ -24,6 +24,19 @@ fn every_example_round_trips_through_the_store() {
             text.starts_with("# yaml-language-server: $schema="),
             "{name} lost its schema line:\n{text}"
         );
-        println!("==== {name}\n{text}");
     }
+}
+
+#[test]
+fn literal_block_scalars_stay_literal() {
+    let env = TestEnv::new();
+    let path = env.example("single.yaml");
+    let mut store = env.store(&path);
+    let (mut state, _) = store.open().unwrap();
+    store.commit(&mut state, Vec::new()).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        text.contains("      run: |\n        mkdir -p out\n        echo \"hello from aot\" > out/hello.txt\n"),
+        "the multi-line command must stay a literal block:\n{text}"
+    );
 }
