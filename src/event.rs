@@ -134,7 +134,8 @@ pub enum Event {
         /// Why.
         reason: String,
     },
-    /// Backtracking switched an OR atom to another alternative.
+    /// Backtracking switched an OR atom to another alternative. The listed atoms
+    /// are reset; `from` becomes `pruned` unless it failed or is blocked.
     Backtracked {
         /// The OR atom.
         group: AtomId,
@@ -325,6 +326,13 @@ pub fn apply(state: &mut StateFile, record: &Record) {
             reset: atoms,
         } => {
             reset(state, atoms);
+            // The abandoned alternative is tried for good: failed stays failed,
+            // anything else is pruned.
+            if let Some(a) = state.graph.atoms.get_mut(from)
+                && !matches!(a.status, AtomStatus::Failed | AtomStatus::Blocked)
+            {
+                a.status = AtomStatus::Pruned;
+            }
             if let Some(a) = state.graph.atoms.get_mut(group) {
                 a.chosen = Some(to.clone());
             }

@@ -1,101 +1,679 @@
-//! The AND/OR work graph's read-only views: which atoms are on the selected
-//! branches, which are solved, which are ready to run, and which OR atoms still
-//! wait for a choice. Pure functions over the state.
+//! The AND/OR work graph: the "recursive argument" of the loop.
+//!
+//! A [`WorkGraph`] is built from `graph.atoms` as a petgraph model — AND edges
+//! from `deps`, OR edges from an OR atom to its alternatives — and is kept up to
+//! date by folding the same journal events as the state file ([`WorkGraph::apply`]),
+//! touching only the atoms an event concerns. It answers which atoms are on the
+//! selected branches, which are ready, and which OR atoms await a choice; and it
+//! plans transitions as events: an OR choice through an ordering hook, the
+//! contraction of a solved atom into its binding, and backtracking after a
+//! failure. [`WorkGraph::variant`] is the measure that strictly decreases on
+//! every transition, which is why the loop terminates (docs/architecture.md).
+//!
+//! Pure: no I/O, no clock; events carry no time, the journal stamps them.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
-use crate::state::{Atom, AtomId, AtomStatus, StateFile};
+use petgraph::Direction;
+use petgraph::graph::{DiGraph, NodeIndex};
+use petgraph::visit::EdgeRef;
 
-/// Returns the atoms no other atom refers to (through `deps` or `or`): the
-/// graph's goals, in file order.
-pub fn roots(state: &StateFile) -> Vec<&str> {
-    let referenced: HashSet<&str> = state
-        .graph
-        .atoms
-        .values()
-        .flat_map(|a| a.deps.iter().chain(a.or.iter().flatten()))
-        .map(String::as_str)
-        .collect();
-    state
-        .graph
-        .atoms
-        .keys()
-        .map(String::as_str)
-        .filter(|id| !referenced.contains(id))
-        .collect()
+use crate::event::Event;
+use crate::state::{AtomId, AtomStatus, Binding, FailureClass, StateFile, TrailEntry};
+
+/// An edge of the work graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Edge {
+    /// From an atom to one of its dependencies (AND).
+    Dep,
+    /// From an OR atom to one of its alternatives.
+    Alt,
 }
 
-/// Returns the atoms on the selected branches: reachable from the roots through
-/// `deps` and through each OR atom's chosen alternative only.
-pub fn selected(state: &StateFile) -> HashSet<&str> {
-    let atoms = &state.graph.atoms;
-    let mut seen = HashSet::new();
-    let mut stack = roots(state);
-    while let Some(id) = stack.pop() {
-        if !seen.insert(id) {
-            continue;
+/// An alternative offered to the ordering hook, with why it is ranked where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ranked {
+    /// The alternative.
+    pub id: AtomId,
+    /// Why it comes at this rank (goes into the trail).
+    pub reason: String,
+}
+
+/// Orders the untried alternatives of an OR atom; may drop some (e.g. those
+/// using a blocked tool). Memory calibration and GGS implement this later.
+pub trait ChoiceOrder {
+    /// Returns `candidates` (untried, unblocked, in file order) ranked best first.
+    fn rank(&self, graph: &WorkGraph, group: &str, candidates: &[&str]) -> Vec<Ranked>;
+}
+
+/// The default order: the file's.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FileOrder;
+
+impl ChoiceOrder for FileOrder {
+    fn rank(&self, _: &WorkGraph, _: &str, candidates: &[&str]) -> Vec<Ranked> {
+        candidates
+            .iter()
+            .enumerate()
+            .map(|(i, id)| Ranked {
+                id: id.to_string(),
+                reason: if i == 0 {
+                    "first untried alternative in file order".to_string()
+                } else {
+                    format!("untried alternative #{} in file order", i + 1)
+                },
+            })
+            .collect()
+    }
+}
+
+/// What to do after an atom failed for good.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Recovery {
+    /// Switch an OR atom to another alternative: journal these events.
+    Backtrack {
+        /// OR atoms found exhausted on the way up (`atom_failed`), then `backtracked`.
+        events: Vec<Event>,
+    },
+    /// No enclosing OR atom has an alternative left.
+    Exhausted {
+        /// The atom whose failure could not be recovered.
+        atom: AtomId,
+        /// The alternatives tried at each OR atom on the way up, `group: a, b`.
+        tried: Vec<String>,
+        /// OR atoms found exhausted on the way up (`atom_failed`), to journal.
+        events: Vec<Event>,
+    },
+}
+
+#[derive(Debug, Default)]
+struct SwitchPlan {
+    dropped: HashSet<NodeIndex>,
+    reset: Vec<AtomId>,
+}
+
+/// The termination measure: compared lexicographically, it strictly decreases
+/// on every engine transition of the graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Variant {
+    /// `(OR atom, alternative)` pairs never chosen. Every choice consumes one.
+    pub untried: u64,
+    /// Work left without a new choice: unfinished atoms + 2 × remaining attempt
+    /// budget + running atoms. Every other transition lowers it.
+    pub work: u64,
+}
+
+/// The work graph with its incrementally maintained views.
+#[derive(Debug, Clone)]
+pub struct WorkGraph {
+    graph: DiGraph<AtomId, Edge>,
+    index: HashMap<AtomId, NodeIndex>,
+    is_or: Vec<bool>,
+    owner: Vec<Option<NodeIndex>>,
+    status: Vec<AtomStatus>,
+    attempts: Vec<u32>,
+    chosen: Vec<Option<NodeIndex>>,
+    tried: HashSet<(NodeIndex, NodeIndex)>,
+    /// Selecting references: 1 for a root, +1 per selected dependent, +1 from
+    /// the owning OR atom when selected and choosing this alternative.
+    sel: Vec<u32>,
+    /// Dependencies not yet solved.
+    unsolved_deps: Vec<u32>,
+    ready: BTreeSet<NodeIndex>,
+    choice_points: BTreeSet<NodeIndex>,
+    roots: Vec<NodeIndex>,
+    max_attempts: u32,
+    alternatives_total: u64,
+}
+
+fn is_open(status: AtomStatus) -> bool {
+    matches!(status, AtomStatus::Pending | AtomStatus::Running)
+}
+
+impl WorkGraph {
+    /// Builds the graph of a valid state file (see `validate`): dangling
+    /// references are ignored here because validation refuses them.
+    pub fn new(state: &StateFile) -> Self {
+        let atoms = &state.graph.atoms;
+        let n = atoms.len();
+        let mut graph = DiGraph::with_capacity(n, n * 2);
+        let mut index = HashMap::with_capacity(n);
+        for id in atoms.keys() {
+            index.insert(id.clone(), graph.add_node(id.clone()));
         }
-        let Some(atom) = atoms.get(id) else { continue };
-        stack.extend(atom.deps.iter().map(String::as_str));
-        if let Some(chosen) = &atom.chosen {
-            stack.push(chosen.as_str());
+        let mut owner = vec![None; n];
+        let mut alternatives_total = 0;
+        for (i, atom) in atoms.values().enumerate() {
+            let from = NodeIndex::new(i);
+            for dep in &atom.deps {
+                if let Some(&to) = index.get(dep) {
+                    graph.add_edge(from, to, Edge::Dep);
+                }
+            }
+            for alt in atom.or.iter().flatten() {
+                if let Some(&to) = index.get(alt) {
+                    graph.add_edge(from, to, Edge::Alt);
+                    owner[to.index()] = Some(from);
+                    alternatives_total += 1;
+                }
+            }
+        }
+        let chosen = atoms
+            .values()
+            .map(|a| a.chosen.as_ref().and_then(|c| index.get(c).copied()))
+            .collect();
+        let mut tried = HashSet::new();
+        for entry in &state.trail {
+            let (group, alt) = match entry {
+                TrailEntry::OrChoice { group, chosen, .. } => (group, chosen),
+                TrailEntry::Backtrack { group, to, .. } => (group, to),
+                _ => continue,
+            };
+            if let (Some(&g), Some(&a)) = (index.get(group), index.get(alt)) {
+                tried.insert((g, a));
+            }
+        }
+        let mut this = Self {
+            is_or: atoms.values().map(|a| a.or.is_some()).collect(),
+            status: atoms.values().map(|a| a.status).collect(),
+            attempts: atoms.values().map(|a| a.attempts).collect(),
+            graph,
+            index,
+            owner,
+            chosen,
+            tried,
+            sel: vec![0; n],
+            unsolved_deps: vec![0; n],
+            ready: BTreeSet::new(),
+            choice_points: BTreeSet::new(),
+            roots: Vec::new(),
+            max_attempts: 1 + state.objective.constraints.max_retries(),
+            alternatives_total,
+        };
+        // A currently chosen alternative counts as tried even without a trail entry.
+        for g in this.nodes() {
+            if let Some(c) = this.chosen[g.index()] {
+                this.tried.insert((g, c));
+            }
+        }
+        for node in this.nodes() {
+            this.unsolved_deps[node.index()] = this.deps(node).filter(|d| !this.solved(*d)).count() as u32;
+        }
+        this.roots = this
+            .nodes()
+            .filter(|&v| this.graph.neighbors_directed(v, Direction::Incoming).next().is_none())
+            .collect();
+        for root in this.roots.clone() {
+            this.select(root);
+        }
+        for node in this.nodes() {
+            this.refresh(node);
+        }
+        this
+    }
+
+    fn nodes(&self) -> impl Iterator<Item = NodeIndex> + use<> {
+        (0..self.status.len()).map(NodeIndex::new)
+    }
+
+    fn deps(&self, node: NodeIndex) -> impl Iterator<Item = NodeIndex> + '_ {
+        self.graph
+            .edges_directed(node, Direction::Outgoing)
+            .filter(|e| *e.weight() == Edge::Dep)
+            .map(|e| e.target())
+    }
+
+    fn alternatives_of(&self, node: NodeIndex) -> Vec<NodeIndex> {
+        // petgraph lists outgoing edges newest first; file order is the reverse.
+        let mut alts: Vec<NodeIndex> = self
+            .graph
+            .edges_directed(node, Direction::Outgoing)
+            .filter(|e| *e.weight() == Edge::Alt)
+            .map(|e| e.target())
+            .collect();
+        alts.reverse();
+        alts
+    }
+
+    fn dependents(&self, node: NodeIndex) -> impl Iterator<Item = NodeIndex> + '_ {
+        self.graph
+            .edges_directed(node, Direction::Incoming)
+            .filter(|e| *e.weight() == Edge::Dep)
+            .map(|e| e.source())
+    }
+
+    fn solved(&self, node: NodeIndex) -> bool {
+        self.status[node.index()] == AtomStatus::Solved
+    }
+
+    fn node(&self, id: &str) -> Option<NodeIndex> {
+        self.index.get(id).copied()
+    }
+
+    /// Returns an atom's id.
+    pub fn id(&self, node: NodeIndex) -> &str {
+        &self.graph[node]
+    }
+
+    /// Returns the petgraph model (node weights are atom ids).
+    pub fn petgraph(&self) -> &DiGraph<AtomId, Edge> {
+        &self.graph
+    }
+
+    /// Adds a selecting reference; on 0 → 1 the atom's own references follow.
+    fn select(&mut self, node: NodeIndex) {
+        let mut stack = vec![node];
+        while let Some(v) = stack.pop() {
+            self.sel[v.index()] += 1;
+            if self.sel[v.index()] == 1 {
+                stack.extend(self.deps(v));
+                stack.extend(self.chosen[v.index()]);
+                self.refresh(v);
+            }
         }
     }
-    seen
-}
 
-/// Returns whether an atom is solved; an OR atom is solved when its chosen
-/// alternative is.
-pub fn is_solved(atoms: &indexmap::IndexMap<AtomId, Atom>, id: &str) -> bool {
-    let mut current = id;
-    // Bounded by the number of atoms: alternatives never form a cycle in a valid file.
-    for _ in 0..=atoms.len() {
-        let Some(atom) = atoms.get(current) else { return false };
-        if atom.status == AtomStatus::Solved {
-            return true;
+    /// Removes a selecting reference; on 1 → 0 the atom's own references follow.
+    /// Returns the atoms that became unselected.
+    fn deselect(&mut self, node: NodeIndex) -> Vec<NodeIndex> {
+        let mut dropped = Vec::new();
+        let mut stack = vec![node];
+        while let Some(v) = stack.pop() {
+            self.sel[v.index()] = self.sel[v.index()].saturating_sub(1);
+            if self.sel[v.index()] == 0 {
+                dropped.push(v);
+                stack.extend(self.deps(v));
+                stack.extend(self.chosen[v.index()]);
+                self.refresh(v);
+            }
         }
-        match (&atom.or, &atom.chosen) {
-            (Some(_), Some(chosen)) => current = chosen,
-            _ => return false,
+        dropped
+    }
+
+    /// Recomputes whether an atom is ready or a choice point.
+    fn refresh(&mut self, node: NodeIndex) {
+        let i = node.index();
+        let selected = self.sel[i] > 0;
+        let pending = self.status[i] == AtomStatus::Pending;
+        if pending && selected && !self.is_or[i] && self.unsolved_deps[i] == 0 {
+            self.ready.insert(node);
+        } else {
+            self.ready.remove(&node);
+        }
+        if pending && selected && self.is_or[i] && self.chosen[i].is_none() {
+            self.choice_points.insert(node);
+        } else {
+            self.choice_points.remove(&node);
         }
     }
-    false
-}
 
-/// Returns the atoms ready to run, in file order: pending, on a selected branch,
-/// with something to run, and every dependency solved.
-pub fn ready(state: &StateFile) -> Vec<&str> {
-    let atoms = &state.graph.atoms;
-    let selected = selected(state);
-    atoms
-        .iter()
-        .filter(|(id, atom)| {
-            atom.status == AtomStatus::Pending
-                && atom.or.is_none()
-                && selected.contains(id.as_str())
-                && atom.deps.iter().all(|d| is_solved(atoms, d))
+    fn set_status(&mut self, node: NodeIndex, status: AtomStatus) {
+        let was_solved = self.solved(node);
+        self.status[node.index()] = status;
+        let now_solved = self.solved(node);
+        if was_solved != now_solved {
+            let dependents: Vec<NodeIndex> = self.dependents(node).collect();
+            for m in dependents {
+                let count = &mut self.unsolved_deps[m.index()];
+                *count = if now_solved {
+                    count.saturating_sub(1)
+                } else {
+                    *count + 1
+                };
+                self.refresh(m);
+            }
+        }
+        self.refresh(node);
+    }
+
+    fn set_chosen(&mut self, group: NodeIndex, choice: Option<NodeIndex>) {
+        let old = self.chosen[group.index()];
+        if old == choice {
+            return;
+        }
+        let selected = self.sel[group.index()] > 0;
+        self.chosen[group.index()] = choice;
+        if let Some(new) = choice {
+            self.tried.insert((group, new));
+            if selected {
+                self.select(new);
+            }
+        }
+        if let (Some(old), true) = (old, selected) {
+            self.deselect(old);
+        }
+        self.refresh(group);
+    }
+
+    fn reset(&mut self, node: NodeIndex) {
+        self.attempts[node.index()] = 0;
+        self.set_chosen(node, None);
+        self.set_status(node, AtomStatus::Pending);
+    }
+
+    /// Folds one event into the graph, touching only the atoms it names.
+    /// Events that replace the document (`snapshot`, `user_edited`) need a
+    /// rebuild: this returns `false` for them and changes nothing.
+    pub fn apply(&mut self, event: &Event) -> bool {
+        let node = |id: &str| self.node(id);
+        match event {
+            Event::Snapshot { .. } | Event::UserEdited { .. } => return false,
+            Event::AtomStarted { atom, attempt } => {
+                if let Some(v) = node(atom) {
+                    self.attempts[v.index()] = *attempt;
+                    self.set_status(v, AtomStatus::Running);
+                }
+            }
+            Event::AtomSolved { atom, .. } | Event::BindingOverridden { atom, .. } => {
+                if let Some(v) = node(atom) {
+                    self.set_status(v, AtomStatus::Solved);
+                }
+            }
+            Event::AttemptFailed { atom, attempt, .. } => {
+                if let Some(v) = node(atom) {
+                    self.attempts[v.index()] = *attempt;
+                    self.set_status(v, AtomStatus::Pending);
+                }
+            }
+            Event::AtomFailed { atom, .. } => {
+                if let Some(v) = node(atom) {
+                    self.set_status(v, AtomStatus::Failed);
+                }
+            }
+            Event::AtomBlocked { atom, .. } => {
+                if let Some(v) = node(atom) {
+                    self.set_status(v, AtomStatus::Blocked);
+                }
+            }
+            Event::AtomsPruned { atoms } => {
+                for v in atoms.iter().filter_map(|a| node(a)).collect::<Vec<_>>() {
+                    self.set_status(v, AtomStatus::Pruned);
+                }
+            }
+            Event::AtomsReset { atoms } => {
+                for v in atoms.iter().filter_map(|a| node(a)).collect::<Vec<_>>() {
+                    self.reset(v);
+                }
+            }
+            Event::OrChosen { group, chosen, .. } => {
+                if let (Some(g), Some(c)) = (node(group), node(chosen)) {
+                    self.set_chosen(g, Some(c));
+                }
+            }
+            Event::Backtracked { group, from, to, reset } => {
+                let resets: Vec<NodeIndex> = reset.iter().filter_map(|a| node(a)).collect();
+                let (g, from, to) = (node(group), node(from), node(to));
+                for v in resets {
+                    self.reset(v);
+                }
+                if let Some(from) = from
+                    && !matches!(self.status[from.index()], AtomStatus::Failed | AtomStatus::Blocked)
+                {
+                    self.set_status(from, AtomStatus::Pruned);
+                }
+                if let (Some(g), Some(to)) = (g, to) {
+                    self.set_chosen(g, Some(to));
+                }
+            }
+            Event::CorrectionRecorded { correction } => {
+                if correction.trail_cleared {
+                    // The trail was the record of what was tried; what remains is the present choices.
+                    self.tried = self
+                        .nodes()
+                        .filter_map(|g| self.chosen[g.index()].map(|c| (g, c)))
+                        .collect();
+                }
+            }
+            Event::ControlSet { .. }
+            | Event::RunStarted { .. }
+            | Event::IterationStarted { .. }
+            | Event::BaseCaseChecked { .. }
+            | Event::RunStopped { .. } => {}
+        }
+        true
+    }
+
+    /// Returns the atoms ready to run, in file order: pending, on a selected
+    /// branch, not an OR atom, every dependency solved.
+    pub fn ready(&self) -> impl Iterator<Item = &str> + '_ {
+        self.ready.iter().map(|&v| self.id(v))
+    }
+
+    /// Returns the selected OR atoms that have no alternative chosen, in file order.
+    pub fn choice_points(&self) -> impl Iterator<Item = &str> + '_ {
+        self.choice_points.iter().map(|&v| self.id(v))
+    }
+
+    /// Returns whether an atom is on a selected branch.
+    pub fn is_selected(&self, id: &str) -> bool {
+        self.node(id).is_some_and(|v| self.sel[v.index()] > 0)
+    }
+
+    /// Returns whether every root is solved: the graph is done.
+    pub fn all_solved(&self) -> bool {
+        self.roots.iter().all(|&v| self.solved(v))
+    }
+
+    /// Returns the atoms nothing refers to (the graph's goals), in file order.
+    pub fn roots(&self) -> impl Iterator<Item = &str> + '_ {
+        self.roots.iter().map(|&v| self.id(v))
+    }
+
+    /// Returns whether every atom on the selected branches is solved (the
+    /// condition under which a failing base case counts against the graph).
+    pub fn selected_solved(&self) -> bool {
+        self.nodes().filter(|v| self.sel[v.index()] > 0).all(|v| self.solved(v))
+    }
+
+    /// Returns an atom's status as the graph knows it.
+    pub fn status(&self, id: &str) -> Option<AtomStatus> {
+        self.node(id).map(|v| self.status[v.index()])
+    }
+
+    /// Returns the untried, unblocked alternatives of an OR atom, in file order.
+    pub fn untried(&self, group: &str) -> Vec<&str> {
+        let Some(g) = self.node(group) else { return Vec::new() };
+        self.alternatives_of(g)
+            .into_iter()
+            .filter(|&a| !self.tried.contains(&(g, a)) && self.status[a.index()] == AtomStatus::Pending)
+            .map(|a| self.id(a))
+            .collect()
+    }
+
+    /// Plans the choice at an OR atom: the hook ranks the untried alternatives
+    /// and the best one is chosen. `None` when nothing is left to choose.
+    pub fn choose(&self, group: &str, order: &dyn ChoiceOrder) -> Option<Event> {
+        let candidates = self.untried(group);
+        let ranked = order.rank(self, group, &candidates);
+        let best = ranked.first()?;
+        if !candidates.contains(&best.id.as_str()) {
+            return None;
+        }
+        let remaining = ranked.iter().skip(1).map(|r| r.id.clone()).collect();
+        Some(Event::OrChosen {
+            group: group.to_string(),
+            chosen: best.id.clone(),
+            remaining,
+            reason: best.reason.clone(),
         })
-        .map(|(id, _)| id.as_str())
-        .collect()
-}
-
-/// Returns the OR atoms on a selected branch that have no alternative chosen yet.
-pub fn choice_points(state: &StateFile) -> Vec<&str> {
-    let selected = selected(state);
-    state
-        .graph
-        .atoms
-        .iter()
-        .filter(|(id, atom)| atom.or.is_some() && atom.chosen.is_none() && selected.contains(id.as_str()))
-        .map(|(id, _)| id.as_str())
-        .collect()
-}
-
-/// Returns how many atoms have each status.
-pub fn counts(state: &StateFile) -> HashMap<AtomStatus, usize> {
-    let mut counts = HashMap::new();
-    for atom in state.graph.atoms.values() {
-        *counts.entry(atom.status).or_insert(0) += 1;
     }
-    counts
+
+    /// Plans the contraction of a solved atom: its binding, and the same binding
+    /// for every OR atom that it solves by being the chosen alternative.
+    pub fn solve(&self, atom: &str, binding: Binding) -> Vec<Event> {
+        let mut events = Vec::new();
+        let mut current = self.node(atom);
+        while let Some(v) = current {
+            events.push(Event::AtomSolved {
+                atom: self.id(v).to_string(),
+                binding: binding.clone(),
+            });
+            current = self.owner[v.index()].filter(|g| self.chosen[g.index()] == Some(v));
+        }
+        events
+    }
+
+    /// Plans what follows the definitive failure of `atom` (already applied as
+    /// `atom_failed`). Goes up the selected branches, nearest first, to an OR
+    /// atom whose chosen alternative leads to the failure and that has an
+    /// untried, unblocked alternative the hook accepts, *and* whose switch takes
+    /// the failed atom off the selected branches (an atom that another branch
+    /// still needs cannot be escaped by switching here). The switch resets only
+    /// what the abandoned alternative owned exclusively. OR atoms passed on the
+    /// way with nothing left fail too.
+    pub fn recover(&self, atom: &str, class: FailureClass, order: &dyn ChoiceOrder) -> Recovery {
+        let mut events = Vec::new();
+        let mut tried_report = Vec::new();
+        let Some(start) = self.node(atom) else {
+            return Recovery::Exhausted {
+                atom: atom.to_string(),
+                tried: tried_report,
+                events,
+            };
+        };
+        let mut failing = HashSet::new();
+        let mut seen = HashSet::from([start]);
+        let mut queue = VecDeque::from([start]);
+        while let Some(v) = queue.pop_front() {
+            // Parents through which v is selected: selected dependents, and the
+            // owning OR atom if v is its chosen alternative.
+            let mut parents: Vec<NodeIndex> = self.dependents(v).filter(|p| self.sel[p.index()] > 0).collect();
+            parents.sort();
+            if let Some(g) = self.owner[v.index()].filter(|g| self.chosen[g.index()] == Some(v)) {
+                let group = self.id(g);
+                let candidates = self.untried(group);
+                let ranked: Vec<Ranked> = order
+                    .rank(self, group, &candidates)
+                    .into_iter()
+                    .filter(|r| candidates.contains(&r.id.as_str()))
+                    .collect();
+                for best in &ranked {
+                    let Some(to) = self.node(&best.id) else { continue };
+                    let plan = self.switch_plan(g, v, to, &failing);
+                    if plan.dropped.contains(&start) {
+                        events.push(Event::Backtracked {
+                            group: group.to_string(),
+                            from: self.id(v).to_string(),
+                            to: best.id.clone(),
+                            reset: plan.reset,
+                        });
+                        return Recovery::Backtrack { events };
+                    }
+                }
+                if ranked.is_empty() {
+                    let tried: Vec<&str> = self
+                        .alternatives_of(g)
+                        .into_iter()
+                        .filter(|a| self.tried.contains(&(g, *a)))
+                        .map(|a| self.id(a))
+                        .collect();
+                    tried_report.push(format!("{group}: {}", tried.join(", ")));
+                    if is_open(self.status[g.index()]) {
+                        failing.insert(g);
+                        events.push(Event::AtomFailed {
+                            atom: group.to_string(),
+                            class,
+                            criterion: "or".to_string(),
+                            message: format!("every alternative failed ({})", tried.join(", ")),
+                        });
+                    }
+                }
+                parents.insert(0, g);
+            }
+            for p in parents {
+                if seen.insert(p) {
+                    queue.push_back(p);
+                }
+            }
+        }
+        Recovery::Exhausted {
+            atom: atom.to_string(),
+            tried: tried_report,
+            events,
+        }
+    }
+
+    /// Simulates switching `group` from `from` to `to` on a sparse delta of the
+    /// selection counts (cost: the atoms touched, not the graph size). Returns the
+    /// atoms left unselected, and among them those holding work to discard
+    /// (solved, running, attempted, or an OR choice), `from` and the OR atoms
+    /// `failing` in this recovery excluded. Failed and blocked atoms keep their
+    /// status: what failed is not tried again.
+    fn switch_plan(
+        &self,
+        group: NodeIndex,
+        from: NodeIndex,
+        to: NodeIndex,
+        failing: &HashSet<NodeIndex>,
+    ) -> SwitchPlan {
+        let mut delta: HashMap<NodeIndex, i64> = HashMap::new();
+        let count = |delta: &HashMap<NodeIndex, i64>, v: NodeIndex| {
+            self.sel[v.index()] as i64 + delta.get(&v).copied().unwrap_or(0)
+        };
+        let chosen = |v: NodeIndex| if v == group { Some(to) } else { self.chosen[v.index()] };
+        if self.sel[group.index()] == 0 {
+            return SwitchPlan::default();
+        }
+        // Select the new branch first, so atoms both branches need stay selected.
+        let mut stack = vec![to];
+        while let Some(v) = stack.pop() {
+            *delta.entry(v).or_insert(0) += 1;
+            if count(&delta, v) == 1 {
+                stack.extend(self.deps(v));
+                stack.extend(chosen(v));
+            }
+        }
+        let mut dropped = Vec::new();
+        let mut stack = vec![from];
+        while let Some(v) = stack.pop() {
+            *delta.entry(v).or_insert(0) -= 1;
+            if count(&delta, v) == 0 {
+                dropped.push(v);
+                stack.extend(self.deps(v));
+                stack.extend(self.chosen[v.index()]);
+            }
+        }
+        dropped.sort();
+        let reset = dropped
+            .iter()
+            .copied()
+            .filter(|&v| v != from && !failing.contains(&v))
+            .filter(|&v| {
+                let i = v.index();
+                matches!(self.status[i], AtomStatus::Solved | AtomStatus::Running)
+                    || (self.status[i] == AtomStatus::Pending && (self.attempts[i] > 0 || self.chosen[i].is_some()))
+            })
+            .map(|v| self.id(v).to_string())
+            .collect();
+        SwitchPlan {
+            dropped: dropped.into_iter().collect(),
+            reset,
+        }
+    }
+
+    /// Returns the termination measure (see [`Variant`]).
+    pub fn variant(&self) -> Variant {
+        let untried = self.alternatives_total - self.tried.len() as u64;
+        let mut work = 0u64;
+        for i in 0..self.status.len() {
+            if is_open(self.status[i]) {
+                work += 1;
+                if !self.is_or[i] {
+                    work += 2 * u64::from(self.max_attempts.saturating_sub(self.attempts[i]));
+                }
+            }
+            if self.status[i] == AtomStatus::Running {
+                work += 1;
+            }
+        }
+        Variant { untried, work }
+    }
+
+    /// Returns an upper bound on the number of transitions any run can make:
+    /// `(alternatives + 1) × (largest work + 1)`.
+    pub fn transition_bound(&self) -> u64 {
+        let n = self.status.len() as u64;
+        let max_work = n * (2 + 2 * u64::from(self.max_attempts));
+        (self.alternatives_total + 1) * (max_work + 1)
+    }
 }

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::graph;
+use crate::graph::WorkGraph;
 use crate::state::{AtomStatus, Binding, RunState, StateFile, TrailEntry};
 
 /// Everything `aot status` shows.
@@ -70,8 +70,10 @@ pub struct AtomRow<'a> {
 
 /// Builds the report of a state.
 pub fn report<'a>(file: &str, state: &'a StateFile) -> Report<'a> {
-    let by_status = graph::counts(state);
-    let count = |s| by_status.get(&s).copied().unwrap_or(0);
+    let graph = WorkGraph::new(state);
+    let count = |s| state.graph.atoms.values().filter(|a| a.status == s).count();
+    // The graph's views borrow from it; the report borrows ids from the state.
+    let by_id = |id: &str| state.graph.atoms.get_key_value(id).map(|(k, _)| k.as_str());
     Report {
         file: file.to_string(),
         goal: state.objective.goal.as_deref(),
@@ -85,8 +87,8 @@ pub fn report<'a>(file: &str, state: &'a StateFile) -> Report<'a> {
             blocked: count(AtomStatus::Blocked),
             pruned: count(AtomStatus::Pruned),
         },
-        ready: graph::ready(state),
-        choice_points: graph::choice_points(state),
+        ready: graph.ready().filter_map(by_id).collect(),
+        choice_points: graph.choice_points().filter_map(by_id).collect(),
         atoms: state
             .graph
             .atoms
@@ -151,8 +153,12 @@ pub fn render(file: &str, state: &StateFile) -> String {
 
     out.push_str("\ngraph\n");
     let mut shown = HashSet::new();
-    for root in graph::roots(state) {
-        tree(state, root, "  ", &mut shown, &mut out);
+    let graph = WorkGraph::new(state);
+    for root in graph.roots() {
+        let Some((id, _)) = state.graph.atoms.get_key_value(root) else {
+            continue;
+        };
+        tree(state, id, "  ", &mut shown, &mut out);
     }
 
     let list = |ids: &[&str]| {

@@ -5,6 +5,7 @@ mod cli;
 mod common;
 mod crash;
 mod fold;
+mod graph;
 mod journal;
 mod roundtrip;
 mod schema;

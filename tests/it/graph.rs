@@ -1,0 +1,396 @@
+//! The work graph's rules, one scenario each: readiness, OR choice through the
+//! ordering hook, contraction, backtracking, exhaustion, and the variant.
+
+use aot::document::{self, Format};
+use aot::event::{self, Event, Record};
+use aot::graph::{ChoiceOrder, FileOrder, Ranked, Recovery, Variant, WorkGraph};
+use aot::state::{AtomStatus, Binding, FailureClass, StateFile};
+use aot::time::Timestamp;
+
+/// A state and its graph, advanced together by events, checking on every
+/// engine transition that the variant strictly decreases and that the
+/// incrementally maintained graph equals one rebuilt from the state.
+pub struct Driver {
+    pub state: StateFile,
+    pub graph: WorkGraph,
+    seq: u64,
+}
+
+impl Driver {
+    pub fn new(yaml: &str) -> Self {
+        let state = document::parse("test.yaml", yaml, Format::Yaml).unwrap_or_else(|d| panic!("{}", d.render(false)));
+        let graph = WorkGraph::new(&state);
+        Self { state, graph, seq: 0 }
+    }
+
+    pub fn apply(&mut self, events: Vec<Event>) {
+        for event in events {
+            let before = self.graph.variant();
+            self.seq += 1;
+            let record = Record {
+                v: 1,
+                seq: self.seq,
+                at: Timestamp::from_millis(1_767_225_600_000 + self.seq),
+                event,
+            };
+            event::apply(&mut self.state, &record);
+            assert!(self.graph.apply(&record.event));
+            let after = self.graph.variant();
+            assert!(
+                after < before,
+                "{} did not decrease the variant: {before:?} -> {after:?}",
+                record.event.kind()
+            );
+            self.assert_consistent();
+        }
+    }
+
+    pub fn assert_consistent(&self) {
+        let rebuilt = WorkGraph::new(&self.state);
+        assert_eq!(
+            self.graph.ready().collect::<Vec<_>>(),
+            rebuilt.ready().collect::<Vec<_>>(),
+            "ready set drifted"
+        );
+        assert_eq!(
+            self.graph.choice_points().collect::<Vec<_>>(),
+            rebuilt.choice_points().collect::<Vec<_>>(),
+            "choice points drifted"
+        );
+        assert_eq!(self.graph.variant(), rebuilt.variant(), "variant drifted");
+    }
+
+    pub fn ready(&self) -> Vec<String> {
+        self.graph.ready().map(String::from).collect()
+    }
+
+    pub fn start(&mut self, atom: &str) {
+        let attempt = self.state.graph.atoms[atom].attempts + 1;
+        self.apply(vec![Event::AtomStarted {
+            atom: atom.into(),
+            attempt,
+        }]);
+    }
+
+    pub fn succeed(&mut self, atom: &str) {
+        self.start(atom);
+        let events = self.graph.solve(atom, binding(&format!("{atom} ok")));
+        self.apply(events);
+    }
+
+    /// Starts and fails an atom for good, then applies the recovery plan.
+    pub fn fail(&mut self, atom: &str) -> Recovery {
+        self.start(atom);
+        self.apply(vec![Event::AtomFailed {
+            atom: atom.into(),
+            class: FailureClass::Logical,
+            criterion: "run".into(),
+            message: "exit 1".into(),
+        }]);
+        let recovery = self.graph.recover(atom, FailureClass::Logical, &FileOrder);
+        match &recovery {
+            Recovery::Backtrack { events } | Recovery::Exhausted { events, .. } => self.apply(events.clone()),
+        }
+        recovery
+    }
+
+    pub fn choose(&mut self, group: &str) -> Event {
+        let event = self.graph.choose(group, &FileOrder).expect("an alternative to choose");
+        self.apply(vec![event.clone()]);
+        event
+    }
+}
+
+pub fn binding(summary: &str) -> Binding {
+    Binding {
+        summary: summary.into(),
+        output_tail: String::new(),
+        artifacts: Vec::new(),
+        at: Timestamp::from_millis(1_767_225_600_000),
+        attempt: 1,
+    }
+}
+
+const HEAD: &str = "version: 1\nobjective:\n  goal: g\n  base_case: { command: 'true' }\n";
+
+fn driver(atoms: &str) -> Driver {
+    Driver::new(&format!("{HEAD}graph:\n  atoms:\n{atoms}"))
+}
+
+#[test]
+fn an_atom_is_ready_once_every_dependency_is_solved() {
+    let mut d = driver(
+        "    prepare: { run: 'true' }\n    left: { run: 'true', deps: [prepare] }\n    right: { run: 'true', deps: [prepare] }\n    join: { run: 'true', deps: [left, right] }\n",
+    );
+    assert_eq!(d.ready(), ["prepare"]);
+    d.succeed("prepare");
+    assert_eq!(d.ready(), ["left", "right"]);
+    d.succeed("left");
+    assert_eq!(d.ready(), ["right"], "join still waits for right");
+    d.succeed("right");
+    assert_eq!(d.ready(), ["join"]);
+    d.succeed("join");
+    assert!(d.graph.all_solved());
+    assert!(d.ready().is_empty());
+}
+
+#[test]
+fn a_running_atom_is_not_ready_and_a_retry_makes_it_ready_again() {
+    let mut d = driver("    a: { run: 'true' }\n");
+    d.start("a");
+    assert!(d.ready().is_empty());
+    d.apply(vec![Event::AttemptFailed {
+        atom: "a".into(),
+        attempt: 1,
+        class: FailureClass::Logical,
+        criterion: "run".into(),
+        message: "exit 1".into(),
+    }]);
+    assert_eq!(d.ready(), ["a"]);
+}
+
+#[test]
+fn alternatives_wait_for_a_choice_and_the_choice_is_a_trail_entry() {
+    let mut d = driver(
+        "    setup: { run: 'true' }\n    config: { or: [remote, local] }\n    remote: { run: 'true', deps: [setup] }\n    local: { run: 'true', deps: [setup] }\n    report: { run: 'true', deps: [config] }\n",
+    );
+    assert!(d.ready().is_empty(), "nothing is selected below an unchosen OR atom");
+    assert_eq!(d.graph.choice_points().collect::<Vec<_>>(), ["config"]);
+    let event = d.choose("config");
+    assert_eq!(
+        event,
+        Event::OrChosen {
+            group: "config".into(),
+            chosen: "remote".into(),
+            remaining: vec!["local".into()],
+            reason: "first untried alternative in file order".into(),
+        }
+    );
+    assert_eq!(d.ready(), ["setup"]);
+    assert!(!d.graph.is_selected("local"));
+    assert!(
+        matches!(d.state.trail.last(), Some(aot::state::TrailEntry::OrChoice { chosen, .. }) if chosen == "remote")
+    );
+}
+
+#[test]
+fn solving_the_chosen_alternative_solves_its_or_atom_with_the_same_binding() {
+    let mut d = driver(
+        "    pick: { or: [a, b] }\n    a: { run: 'true' }\n    b: { run: 'true' }\n    after: { run: 'true', deps: [pick] }\n",
+    );
+    d.choose("pick");
+    let events = d.graph.solve("a", binding("a ok"));
+    assert_eq!(
+        events.iter().map(Event::kind).collect::<Vec<_>>(),
+        ["atom_solved", "atom_solved"]
+    );
+    d.start("a");
+    d.apply(events);
+    assert_eq!(d.state.bindings["pick"].summary, "a ok");
+    assert_eq!(d.ready(), ["after"]);
+}
+
+#[test]
+fn a_failed_alternative_backtracks_to_the_next_keeping_shared_bindings() {
+    let mut d = driver(
+        "    setup: { run: 'true' }\n    config: { or: [remote, local] }\n    remote: { run: 'true', deps: [setup] }\n    local: { run: 'true', deps: [setup] }\n",
+    );
+    d.choose("config");
+    d.succeed("setup");
+    let recovery = d.fail("remote");
+    assert_eq!(
+        recovery,
+        Recovery::Backtrack {
+            events: vec![Event::Backtracked {
+                group: "config".into(),
+                from: "remote".into(),
+                to: "local".into(),
+                reset: vec![],
+            }]
+        }
+    );
+    assert_eq!(
+        d.state.bindings["setup"].summary, "setup ok",
+        "setup is shared: its binding stays"
+    );
+    assert_eq!(d.state.graph.atoms["remote"].status, AtomStatus::Failed);
+    assert_eq!(d.ready(), ["local"]);
+    d.succeed("local");
+    assert!(d.graph.all_solved());
+}
+
+#[test]
+fn backtracking_resets_only_what_the_abandoned_alternative_owned() {
+    let mut d = driver(
+        "    shared: { run: 'true' }\n    pick: { or: [a, b] }\n    a-prep: { run: 'true', deps: [shared] }\n    a: { run: 'true', deps: [a-prep] }\n    b: { run: 'true', deps: [shared] }\n",
+    );
+    d.choose("pick");
+    d.succeed("shared");
+    d.succeed("a-prep");
+    let Recovery::Backtrack { events } = d.fail("a") else {
+        panic!("expected a backtrack")
+    };
+    let Event::Backtracked { reset, .. } = &events[0] else {
+        panic!()
+    };
+    assert_eq!(reset, &["a-prep"]);
+    assert!(!d.state.bindings.contains_key("a-prep"), "a-prep belonged to a alone");
+    assert!(d.state.bindings.contains_key("shared"));
+    assert_eq!(d.ready(), ["b"]);
+}
+
+#[test]
+fn a_pruned_branch_is_abandoned_when_a_descendant_fails() {
+    let mut d = driver(
+        "    pick: { or: [a, b] }\n    a: { run: 'true', deps: [a-dep] }\n    a-dep: { run: 'true' }\n    b: { run: 'true' }\n",
+    );
+    d.choose("pick");
+    d.fail("a-dep");
+    assert_eq!(
+        d.state.graph.atoms["a"].status,
+        AtomStatus::Pruned,
+        "the abandoned alternative is pruned"
+    );
+    assert_eq!(
+        d.state.graph.atoms["a-dep"].status,
+        AtomStatus::Failed,
+        "what failed stays failed"
+    );
+    assert_eq!(d.ready(), ["b"]);
+}
+
+#[test]
+fn when_every_alternative_failed_the_graph_is_exhausted_naming_what_was_tried() {
+    let mut d = driver("    pick: { or: [a, b] }\n    a: { run: 'true' }\n    b: { run: 'true' }\n");
+    d.choose("pick");
+    d.fail("a");
+    let recovery = d.fail("b");
+    let Recovery::Exhausted { atom, tried, events } = recovery else {
+        panic!("expected exhaustion")
+    };
+    assert_eq!(atom, "b");
+    assert_eq!(tried, ["pick: a, b"]);
+    assert_eq!(events.iter().map(Event::kind).collect::<Vec<_>>(), ["atom_failed"]);
+    assert_eq!(d.state.graph.atoms["pick"].status, AtomStatus::Failed);
+}
+
+#[test]
+fn a_failure_outside_any_or_atom_is_exhausted_at_once() {
+    let mut d = driver("    a: { run: 'true' }\n    b: { run: 'true', deps: [a] }\n");
+    let Recovery::Exhausted { atom, tried, .. } = d.fail("a") else {
+        panic!()
+    };
+    assert_eq!((atom.as_str(), tried.len()), ("a", 0));
+}
+
+#[test]
+fn an_exhausted_inner_or_backtracks_the_outer_one() {
+    let mut d = driver(
+        "    outer: { or: [x, y] }\n    x: { run: 'true', deps: [inner] }\n    inner: { or: [i1, i2] }\n    i1: { run: 'true' }\n    i2: { run: 'true' }\n    y: { run: 'true' }\n",
+    );
+    d.choose("outer");
+    d.choose("inner");
+    d.fail("i1");
+    assert_eq!(d.ready(), ["i2"], "the inner OR switches first: it is nearest");
+    let Recovery::Backtrack { events } = d.fail("i2") else {
+        panic!()
+    };
+    assert_eq!(
+        events.iter().map(Event::kind).collect::<Vec<_>>(),
+        ["atom_failed", "backtracked"]
+    );
+    assert_eq!(d.state.graph.atoms["inner"].status, AtomStatus::Failed);
+    assert_eq!(d.ready(), ["y"]);
+}
+
+#[test]
+fn switching_an_or_that_cannot_escape_the_failure_is_not_a_backtrack() {
+    // `needed` is required by the root directly, so switching `pick` cannot help.
+    let mut d = driver(
+        "    root: { run: 'true', deps: [needed, pick] }\n    needed: { run: 'true' }\n    pick: { or: [a, b] }\n    a: { run: 'true', deps: [needed] }\n    b: { run: 'true' }\n",
+    );
+    d.choose("pick");
+    let recovery = d.fail("needed");
+    assert!(
+        matches!(recovery, Recovery::Exhausted { ref atom, .. } if atom == "needed"),
+        "{recovery:?}"
+    );
+}
+
+#[test]
+fn a_failed_action_is_never_chosen_again() {
+    let mut d = driver("    pick: { or: [a, b] }\n    a: { run: 'true' }\n    b: { run: 'true' }\n");
+    d.choose("pick");
+    d.fail("a");
+    assert_eq!(
+        d.graph.untried("pick"),
+        Vec::<&str>::new(),
+        "a is failed and b is chosen"
+    );
+}
+
+struct Reverse;
+
+impl ChoiceOrder for Reverse {
+    fn rank(&self, _: &WorkGraph, _: &str, candidates: &[&str]) -> Vec<Ranked> {
+        candidates
+            .iter()
+            .rev()
+            .filter(|c| **c != "blocked-tool")
+            .map(|c| Ranked {
+                id: c.to_string(),
+                reason: "preferred by memory".into(),
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn the_ordering_hook_ranks_and_filters_alternatives() {
+    let d = driver(
+        "    pick: { or: [a, b, blocked-tool] }\n    a: { run: 'true' }\n    b: { run: 'true' }\n    blocked-tool: { run: 'true' }\n",
+    );
+    let event = d.graph.choose("pick", &Reverse).unwrap();
+    assert_eq!(
+        event,
+        Event::OrChosen {
+            group: "pick".into(),
+            chosen: "b".into(),
+            remaining: vec!["a".into()],
+            reason: "preferred by memory".into(),
+        }
+    );
+    struct Nothing;
+    impl ChoiceOrder for Nothing {
+        fn rank(&self, _: &WorkGraph, _: &str, _: &[&str]) -> Vec<Ranked> {
+            Vec::new()
+        }
+    }
+    assert_eq!(d.graph.choose("pick", &Nothing), None);
+}
+
+#[test]
+fn the_variant_orders_choices_before_work() {
+    let small = Variant { untried: 1, work: 1000 };
+    let large = Variant { untried: 2, work: 0 };
+    assert!(
+        small < large,
+        "consuming an alternative outweighs any amount of reset work"
+    );
+}
+
+#[test]
+fn a_graph_built_from_a_saved_state_continues_where_it_was() {
+    let mut d = driver("    pick: { or: [a, b] }\n    a: { run: 'true' }\n    b: { run: 'true' }\n");
+    d.choose("pick");
+    d.fail("a");
+    let text = document::to_text(&d.state, Format::Yaml, "").unwrap();
+    let reloaded = document::parse("x.yaml", &text, Format::Yaml).unwrap();
+    let graph = WorkGraph::new(&reloaded);
+    assert_eq!(graph.ready().collect::<Vec<_>>(), ["b"]);
+    assert_eq!(
+        graph.variant(),
+        d.graph.variant(),
+        "tried alternatives come back from the trail"
+    );
+}
