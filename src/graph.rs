@@ -19,6 +19,8 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 
 use crate::event::Event;
+use indexmap::IndexMap;
+
 use crate::state::{AtomId, AtomStatus, Binding, FailureClass, StateFile, TrailEntry};
 
 /// An edge of the work graph.
@@ -470,45 +472,116 @@ impl WorkGraph {
         self.node(id).map(|v| self.status[v.index()])
     }
 
-    /// Returns the untried, unblocked alternatives of an OR atom, in file order.
+    /// Returns the untried alternatives of an OR atom that can still succeed
+    /// (pending, running, or already solved as another branch's dependency, and
+    /// not needing an atom that failed), in file order.
     pub fn untried(&self, group: &str) -> Vec<&str> {
         let Some(g) = self.node(group) else { return Vec::new() };
         self.alternatives_of(g)
             .into_iter()
-            .filter(|&a| !self.tried.contains(&(g, a)) && self.status[a.index()] == AtomStatus::Pending)
+            .filter(|&a| {
+                !self.tried.contains(&(g, a))
+                    && matches!(
+                        self.status[a.index()],
+                        AtomStatus::Pending | AtomStatus::Running | AtomStatus::Solved
+                    )
+                    && !self.needs_failed(a)
+            })
             .map(|a| self.id(a))
             .collect()
     }
 
+    /// Returns whether selecting `start` would select an atom that already
+    /// failed: its unsolved dependencies (and the alternatives already chosen
+    /// below it) include a failure, so choosing it would repeat a failed action.
+    fn needs_failed(&self, start: NodeIndex) -> bool {
+        let mut seen = HashSet::new();
+        let mut stack = vec![start];
+        while let Some(v) = stack.pop() {
+            if !seen.insert(v) || self.solved(v) {
+                continue;
+            }
+            if matches!(self.status[v.index()], AtomStatus::Failed | AtomStatus::Pruned) {
+                return true;
+            }
+            stack.extend(self.deps(v));
+            stack.extend(self.chosen[v.index()]);
+        }
+        false
+    }
+
+    /// Returns the failed atoms on the selected branches (none, once every
+    /// failure has been recovered from).
+    pub fn selected_failures(&self) -> impl Iterator<Item = &str> + '_ {
+        self.nodes()
+            .filter(|v| self.sel[v.index()] > 0 && self.status[v.index()] == AtomStatus::Failed)
+            .map(|v| self.id(v))
+    }
+
     /// Plans the choice at an OR atom: the hook ranks the untried alternatives
-    /// and the best one is chosen. `None` when nothing is left to choose.
-    pub fn choose(&self, group: &str, order: &dyn ChoiceOrder) -> Option<Event> {
+    /// and the best one is chosen; if it is already solved, the OR atom is
+    /// contracted at once. Empty when nothing is left to choose.
+    pub fn choose(&self, group: &str, order: &dyn ChoiceOrder, bindings: &IndexMap<AtomId, Binding>) -> Vec<Event> {
         let candidates = self.untried(group);
         let ranked = order.rank(self, group, &candidates);
-        let best = ranked.first()?;
-        if !candidates.contains(&best.id.as_str()) {
-            return None;
-        }
+        let (Some(best), Some(g)) = (ranked.first(), self.node(group)) else {
+            return Vec::new();
+        };
+        let Some(to) = self.node(&best.id).filter(|_| candidates.contains(&best.id.as_str())) else {
+            return Vec::new();
+        };
         let remaining = ranked.iter().skip(1).map(|r| r.id.clone()).collect();
-        Some(Event::OrChosen {
+        let mut events = vec![Event::OrChosen {
             group: group.to_string(),
             chosen: best.id.clone(),
             remaining,
             reason: best.reason.clone(),
-        })
+        }];
+        events.extend(self.contract_choice(g, to, bindings));
+        events
+    }
+
+    /// Returns the events that solve `group` (and the OR atoms above it) when
+    /// its new choice `to` is already solved.
+    fn contract_choice(&self, group: NodeIndex, to: NodeIndex, bindings: &IndexMap<AtomId, Binding>) -> Vec<Event> {
+        match bindings.get(self.id(to)) {
+            Some(binding) if self.solved(to) => self.solve_chain(group, binding, Some((group, to))),
+            _ => Vec::new(),
+        }
     }
 
     /// Plans the contraction of a solved atom: its binding, and the same binding
-    /// for every OR atom that it solves by being the chosen alternative.
+    /// for every still-open OR atom that it solves by being the chosen alternative.
     pub fn solve(&self, atom: &str, binding: Binding) -> Vec<Event> {
+        match self.node(atom) {
+            Some(v) => self.solve_chain(v, &binding, None),
+            None => Vec::new(),
+        }
+    }
+
+    /// Solves `start` and walks up through OR atoms that chose it; `pending_choice`
+    /// is a choice planned but not yet applied.
+    fn solve_chain(
+        &self,
+        start: NodeIndex,
+        binding: &Binding,
+        pending_choice: Option<(NodeIndex, NodeIndex)>,
+    ) -> Vec<Event> {
+        let chosen = |g: NodeIndex| match pending_choice {
+            Some((pg, to)) if pg == g => Some(to),
+            _ => self.chosen[g.index()],
+        };
         let mut events = Vec::new();
-        let mut current = self.node(atom);
+        let mut current = Some(start);
         while let Some(v) = current {
             events.push(Event::AtomSolved {
                 atom: self.id(v).to_string(),
                 binding: binding.clone(),
             });
-            current = self.owner[v.index()].filter(|g| self.chosen[g.index()] == Some(v));
+            // An OR atom already closed (pruned or failed on an abandoned branch)
+            // is not reopened by an alternative that another branch still needed.
+            current = self.owner[v.index()]
+                .filter(|&g| chosen(g) == Some(v) && self.status[g.index()] == AtomStatus::Pending);
         }
         events
     }
@@ -521,7 +594,13 @@ impl WorkGraph {
     /// still needs cannot be escaped by switching here). The switch resets only
     /// what the abandoned alternative owned exclusively. OR atoms passed on the
     /// way with nothing left fail too.
-    pub fn recover(&self, atom: &str, class: FailureClass, order: &dyn ChoiceOrder) -> Recovery {
+    pub fn recover(
+        &self,
+        atom: &str,
+        class: FailureClass,
+        order: &dyn ChoiceOrder,
+        bindings: &IndexMap<AtomId, Binding>,
+    ) -> Recovery {
         let mut events = Vec::new();
         let mut tried_report = Vec::new();
         let Some(start) = self.node(atom) else {
@@ -557,6 +636,7 @@ impl WorkGraph {
                             to: best.id.clone(),
                             reset: plan.reset,
                         });
+                        events.extend(self.contract_choice(g, to, bindings));
                         return Recovery::Backtrack { events };
                     }
                 }

@@ -7,9 +7,11 @@
 
 #![warn(missing_docs)]
 
+pub mod contract;
 pub mod diag;
 pub mod document;
 pub mod event;
+pub mod export;
 pub mod graph;
 pub mod journal;
 pub mod schema;

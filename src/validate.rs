@@ -511,6 +511,7 @@ pub fn check_semantics(state: &StateFile, root: Option<&Node>) -> Vec<Diagnostic
                 }
             }
             for (name, present) in [
+                ("deps", !atom.deps.is_empty()),
                 ("check", !atom.check.is_empty()),
                 ("criteria", !atom.criteria.is_empty()),
                 ("probe", atom.probe.is_some()),
@@ -520,7 +521,7 @@ pub fn check_semantics(state: &StateFile, root: Option<&Node>) -> Vec<Diagnostic
             ] {
                 if present {
                     errors.push(
-                        Diagnostic::new(format!("`{name}` does nothing on an OR atom"))
+                        Diagnostic::new(format!("`{name}` does not apply to an OR atom"))
                             .field(field(name))
                             .at(atom_field_key(id, name))
                             .help("put it on the alternatives, which are the atoms that run"),
@@ -576,7 +577,84 @@ pub fn check_semantics(state: &StateFile, root: Option<&Node>) -> Vec<Diagnostic
         }
     }
     errors.extend(find_cycles(state, root));
+    if errors.is_empty() {
+        // Templates are checked on an acyclic graph only: they need the closure of deps.
+        errors.extend(check_templates(state, &|id: &str, name: &str| {
+            atom_field(id, name).and_then(Node::loc)
+        }));
+    }
     errors
+}
+
+/// Checks `{{bindings.ID.FIELD}}` references in `run`/`agent`: the atom must
+/// exist and be a dependency (direct or not) of the atom using it — otherwise
+/// its binding may not exist when the command runs — and FIELD must be
+/// `summary` or `output`.
+fn check_templates(state: &StateFile, loc_of: &dyn Fn(&str, &str) -> Option<Loc>) -> Vec<Diagnostic> {
+    let atoms = &state.graph.atoms;
+    let ids: Vec<&str> = atoms.keys().map(String::as_str).collect();
+    let mut errors = Vec::new();
+    for (id, atom) in atoms {
+        for (name, text) in [("run", &atom.run), ("agent", &atom.agent)] {
+            let Some(text) = text else { continue };
+            let refs = crate::contract::references(text);
+            if refs.is_empty() {
+                continue;
+            }
+            let closure = dependency_closure(state, id);
+            for r in refs {
+                let field = format!("graph.atoms.{id}.{name}");
+                let at = loc_of(id, name);
+                if !atoms.contains_key(&r.atom) {
+                    errors.push(unknown_atom("template reference", &r.atom, &ids).field(field).at(at));
+                } else if !closure.contains(r.atom.as_str()) {
+                    errors.push(
+                        Diagnostic::new(format!(
+                            "`{{{{bindings.{}.{}}}}}` refers to `{}`, which `{id}` does not depend on",
+                            r.atom, r.field, r.atom
+                        ))
+                        .field(field)
+                        .at(at)
+                        .help(format!(
+                            "add `{}` to `deps`, so its binding exists before `{id}` runs",
+                            r.atom
+                        )),
+                    );
+                } else if !matches!(r.field.as_str(), "summary" | "output") {
+                    errors.push(
+                        Diagnostic::new(format!(
+                            "unknown binding field `{}` in `{{{{bindings.{}.{}}}}}`",
+                            r.field, r.atom, r.field
+                        ))
+                        .field(field)
+                        .at(at)
+                        .help("a binding offers `summary` and `output`"),
+                    );
+                }
+            }
+        }
+    }
+    errors
+}
+
+/// Returns the atoms `id` depends on, directly or through other atoms (an OR
+/// dependency brings its alternatives, one of which will be solved).
+fn dependency_closure<'a>(state: &'a StateFile, id: &str) -> HashSet<&'a str> {
+    let atoms = &state.graph.atoms;
+    let mut seen = HashSet::new();
+    let mut stack: Vec<&str> = atoms
+        .get(id)
+        .map(|a| a.deps.iter().map(String::as_str).collect())
+        .unwrap_or_default();
+    while let Some(next) = stack.pop() {
+        if seen.insert(next)
+            && let Some(atom) = atoms.get(next)
+        {
+            stack.extend(atom.deps.iter().map(String::as_str));
+            stack.extend(atom.or.iter().flatten().map(String::as_str));
+        }
+    }
+    seen
 }
 
 fn unknown_atom(what: &str, name: &str, ids: &[&str]) -> Diagnostic {

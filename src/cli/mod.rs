@@ -1,6 +1,7 @@
 //! The CLI layer: clap arguments, one module per subcommand, and one error type
 //! whose kind decides the exit code.
 
+mod graph;
 mod replay;
 mod schema;
 mod status;
@@ -57,6 +58,8 @@ enum Command {
     Status(status::Args),
     /// Rebuild the state file from its journal, or check that they agree
     Replay(replay::Args),
+    /// Export the work graph as Graphviz DOT or Mermaid, statuses as colours
+    Graph(graph::Args),
 }
 
 /// What a command needs besides its own arguments.
@@ -177,6 +180,7 @@ pub fn main() -> i32 {
         Command::Schema(args) => schema::run(&ctx, args),
         Command::Status(args) => status::run(&ctx, args),
         Command::Replay(args) => replay::run(&ctx, args),
+        Command::Graph(args) => graph::run(&ctx, args),
     };
     match result {
         Ok(code) => code,

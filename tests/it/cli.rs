@@ -204,3 +204,63 @@ fn status_of_a_missing_file_explains_what_to_do() {
     [exit 1]
     ");
 }
+
+#[test]
+fn graph_export_of_every_example() {
+    for example in examples() {
+        let name = example.file_name().unwrap().to_str().unwrap();
+        for format in ["dot", "mermaid"] {
+            let run = run_aot(
+                &root(),
+                &["--state", &format!("state/{name}"), "graph", "--format", format],
+            );
+            assert_eq!(run.code, 0, "{}", run.transcript());
+            insta::assert_snapshot!(format!("graph_{format}__{name}"), run.stdout);
+        }
+    }
+}
+
+#[test]
+fn graph_export_shows_progress_and_the_chosen_alternative() {
+    let env = TestEnv::new();
+    let path = env.example("or-fallback.yaml");
+    let mut store = env.store(&path);
+    let (mut state, _) = store.open().unwrap();
+    store
+        .commit(
+            &mut state,
+            vec![
+                Event::OrChosen {
+                    group: "config".into(),
+                    chosen: "from-default".into(),
+                    remaining: vec![],
+                    reason: "test".into(),
+                },
+                Event::AtomSolved {
+                    atom: "setup".into(),
+                    binding: Binding {
+                        summary: "out/ \"ready\"".into(),
+                        output_tail: String::new(),
+                        artifacts: Vec::new(),
+                        at: Timestamp::from_millis(0),
+                        attempt: 1,
+                    },
+                },
+            ],
+        )
+        .unwrap();
+    let dot = env.aot(&["--state", "or-fallback.yaml", "graph"]).stdout;
+    assert!(
+        dot.contains(r##""setup" [label="setup\nrun · solved\n→ out/ 'ready'", fillcolor="#a5d6a7"];"##),
+        "{dot}"
+    );
+    assert!(
+        dot.contains(r#""from-default" -> "config" [style=bold, arrowhead=odiamond];"#),
+        "{dot}"
+    );
+    let mermaid = env
+        .aot(&["--state", "or-fallback.yaml", "graph", "--format", "mermaid"])
+        .stdout;
+    assert!(mermaid.contains("n3 ==> n1"), "{mermaid}");
+    assert!(mermaid.contains("n0[\"setup<br/>run · solved\"]:::solved"), "{mermaid}");
+}

@@ -19,13 +19,26 @@ pub struct Driver {
 impl Driver {
     pub fn new(yaml: &str) -> Self {
         let state = document::parse("test.yaml", yaml, Format::Yaml).unwrap_or_else(|d| panic!("{}", d.render(false)));
+        Self::from_state(state)
+    }
+
+    pub fn from_state(state: StateFile) -> Self {
         let graph = WorkGraph::new(&state);
         Self { state, graph, seq: 0 }
     }
 
     pub fn apply(&mut self, events: Vec<Event>) {
         for event in events {
+            if std::env::var_os("AOT_TRACE").is_some() {
+                eprintln!("  {event:?}");
+            }
             let before = self.graph.variant();
+            let subject = match &event {
+                Event::AtomSolved { atom, .. } | Event::AtomFailed { atom, .. } | Event::AtomStarted { atom, .. } => {
+                    self.graph.status(atom)
+                }
+                _ => None,
+            };
             self.seq += 1;
             let record = Record {
                 v: 1,
@@ -38,7 +51,7 @@ impl Driver {
             let after = self.graph.variant();
             assert!(
                 after < before,
-                "{} did not decrease the variant: {before:?} -> {after:?}",
+                "{} did not decrease the variant: {before:?} -> {after:?} (its atom was {subject:?})",
                 record.event.kind()
             );
             self.assert_consistent();
@@ -87,7 +100,9 @@ impl Driver {
             criterion: "run".into(),
             message: "exit 1".into(),
         }]);
-        let recovery = self.graph.recover(atom, FailureClass::Logical, &FileOrder);
+        let recovery = self
+            .graph
+            .recover(atom, FailureClass::Logical, &FileOrder, &self.state.bindings);
         match &recovery {
             Recovery::Backtrack { events } | Recovery::Exhausted { events, .. } => self.apply(events.clone()),
         }
@@ -95,9 +110,10 @@ impl Driver {
     }
 
     pub fn choose(&mut self, group: &str) -> Event {
-        let event = self.graph.choose(group, &FileOrder).expect("an alternative to choose");
-        self.apply(vec![event.clone()]);
-        event
+        let events = self.graph.choose(group, &FileOrder, &self.state.bindings);
+        assert!(!events.is_empty(), "an alternative to choose");
+        self.apply(events.clone());
+        events[0].clone()
     }
 }
 
@@ -350,9 +366,9 @@ fn the_ordering_hook_ranks_and_filters_alternatives() {
     let d = driver(
         "    pick: { or: [a, b, blocked-tool] }\n    a: { run: 'true' }\n    b: { run: 'true' }\n    blocked-tool: { run: 'true' }\n",
     );
-    let event = d.graph.choose("pick", &Reverse).unwrap();
+    let events = d.graph.choose("pick", &Reverse, &d.state.bindings);
     assert_eq!(
-        event,
+        events[0],
         Event::OrChosen {
             group: "pick".into(),
             chosen: "b".into(),
@@ -366,7 +382,7 @@ fn the_ordering_hook_ranks_and_filters_alternatives() {
             Vec::new()
         }
     }
-    assert_eq!(d.graph.choose("pick", &Nothing), None);
+    assert_eq!(d.graph.choose("pick", &Nothing, &d.state.bindings), Vec::<Event>::new());
 }
 
 #[test]

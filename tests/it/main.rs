@@ -6,6 +6,7 @@ mod common;
 mod crash;
 mod fold;
 mod graph;
+mod graph_props;
 mod journal;
 mod roundtrip;
 mod schema;

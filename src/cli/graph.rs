@@ -1,0 +1,32 @@
+//! `aot graph`: export the work graph as DOT or Mermaid.
+
+use aot::{document, export};
+
+use super::{CliError, Context, EXIT_OK};
+
+/// Output formats of `aot graph`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum GraphFormat {
+    /// Graphviz DOT (`aot graph | dot -Tsvg > graph.svg`)
+    Dot,
+    /// Mermaid flowchart (paste into Markdown)
+    Mermaid,
+}
+
+/// Arguments of `aot graph`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Output format
+    #[arg(long, value_enum, default_value = "dot")]
+    format: GraphFormat,
+}
+
+pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
+    let doc = document::read(&ctx.state)?;
+    let text = match args.format {
+        GraphFormat::Dot => export::dot(&doc.state),
+        GraphFormat::Mermaid => export::mermaid(&doc.state),
+    };
+    print!("{text}");
+    Ok(EXIT_OK)
+}

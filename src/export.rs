@@ -1,0 +1,118 @@
+//! `aot graph`: the work graph as Graphviz DOT or Mermaid, with each atom's
+//! status as a colour and a label. Edges point from a dependency to the atom
+//! that needs it (the order work flows); OR edges are dashed, the chosen one bold.
+
+use std::fmt::Write as _;
+
+use crate::state::{Atom, AtomStatus, StateFile};
+
+fn colour(status: AtomStatus) -> &'static str {
+    match status {
+        AtomStatus::Pending => "#e0e0e0",
+        AtomStatus::Running => "#90caf9",
+        AtomStatus::Solved => "#a5d6a7",
+        AtomStatus::Failed => "#ef9a9a",
+        AtomStatus::Blocked => "#ffcc80",
+        AtomStatus::Pruned => "#f5f5f5",
+    }
+}
+
+fn kind(atom: &Atom) -> &'static str {
+    if atom.or.is_some() {
+        "or"
+    } else if atom.agent.is_some() {
+        "agent"
+    } else {
+        "run"
+    }
+}
+
+fn dot_string(text: &str) -> String {
+    let escaped = text.replace('\\', "\\\\").replace('"', "\\\"");
+    format!("\"{escaped}\"")
+}
+
+/// Renders the graph as Graphviz DOT.
+pub fn dot(state: &StateFile) -> String {
+    let mut out = String::from(
+        "digraph aot {\n  rankdir=LR;\n  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\"];\n",
+    );
+    for (id, atom) in &state.graph.atoms {
+        let shape = if atom.or.is_some() { ", shape=diamond" } else { "" };
+        let mut label = format!("{id}\\n{} · {}", kind(atom), atom.status.as_str());
+        if let Some(binding) = state.bindings.get(id).filter(|_| atom.status == AtomStatus::Solved) {
+            let summary: String = binding.summary.chars().take(40).collect();
+            label.push_str(&format!("\\n→ {}", summary.replace('"', "'")));
+        }
+        let _ = writeln!(
+            out,
+            "  {} [label=\"{label}\", fillcolor=\"{}\"{shape}];",
+            dot_string(id),
+            colour(atom.status)
+        );
+    }
+    for (id, atom) in &state.graph.atoms {
+        for dep in &atom.deps {
+            let _ = writeln!(out, "  {} -> {};", dot_string(dep), dot_string(id));
+        }
+        for alt in atom.or.iter().flatten() {
+            let style = if atom.chosen.as_deref() == Some(alt.as_str()) {
+                "bold"
+            } else {
+                "dashed"
+            };
+            let _ = writeln!(
+                out,
+                "  {} -> {} [style={style}, arrowhead=odiamond];",
+                dot_string(alt),
+                dot_string(id)
+            );
+        }
+    }
+    out.push_str("}\n");
+    out
+}
+
+/// Mermaid node ids must be simple; atom ids may hold `-` and `.`.
+fn mermaid_id(index: usize) -> String {
+    format!("n{index}")
+}
+
+/// Renders the graph as a Mermaid flowchart.
+pub fn mermaid(state: &StateFile) -> String {
+    let mut out = String::from("flowchart LR\n");
+    let index = |id: &str| state.graph.atoms.get_index_of(id).map(mermaid_id).unwrap_or_default();
+    for (i, (id, atom)) in state.graph.atoms.iter().enumerate() {
+        let label = format!("{id}<br/>{} · {}", kind(atom), atom.status.as_str()).replace('"', "'");
+        let node = if atom.or.is_some() {
+            format!("{{\"{label}\"}}")
+        } else {
+            format!("[\"{label}\"]")
+        };
+        let _ = writeln!(out, "  {}{node}:::{}", mermaid_id(i), atom.status.as_str());
+    }
+    for (id, atom) in &state.graph.atoms {
+        for dep in &atom.deps {
+            let _ = writeln!(out, "  {} --> {}", index(dep), index(id));
+        }
+        for alt in atom.or.iter().flatten() {
+            let arrow = if atom.chosen.as_deref() == Some(alt.as_str()) {
+                "==>"
+            } else {
+                "-.->"
+            };
+            let _ = writeln!(out, "  {} {arrow} {}", index(alt), index(id));
+        }
+    }
+    for status in [
+        AtomStatus::Pending,
+        AtomStatus::Running,
+        AtomStatus::Solved,
+        AtomStatus::Failed,
+        AtomStatus::Blocked,
+        AtomStatus::Pruned,
+    ] {
+        let _ = writeln!(out, "  classDef {} fill:{}", status.as_str(), colour(status));
+    }
+    out
+}
