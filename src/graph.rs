@@ -124,6 +124,8 @@ pub struct WorkGraph {
     ready: BTreeSet<NodeIndex>,
     choice_points: BTreeSet<NodeIndex>,
     roots: Vec<NodeIndex>,
+    /// Atoms failed or pruned: while there are none, no alternative is doomed.
+    closed: usize,
     max_attempts: u32,
     alternatives_total: u64,
 }
@@ -189,6 +191,7 @@ impl WorkGraph {
             ready: BTreeSet::new(),
             choice_points: BTreeSet::new(),
             roots: Vec::new(),
+            closed: 0,
             max_attempts: 1 + state.objective.constraints.max_retries(),
             alternatives_total,
         };
@@ -211,6 +214,11 @@ impl WorkGraph {
         for node in this.nodes() {
             this.refresh(node);
         }
+        this.closed = this
+            .status
+            .iter()
+            .filter(|s| matches!(s, AtomStatus::Failed | AtomStatus::Pruned))
+            .count();
         this
     }
 
@@ -310,6 +318,12 @@ impl WorkGraph {
     }
 
     fn set_status(&mut self, node: NodeIndex, status: AtomStatus) {
+        let closed = |s: AtomStatus| matches!(s, AtomStatus::Failed | AtomStatus::Pruned);
+        match (closed(self.status[node.index()]), closed(status)) {
+            (false, true) => self.closed += 1,
+            (true, false) => self.closed -= 1,
+            _ => {}
+        }
         let was_solved = self.solved(node);
         self.status[node.index()] = status;
         let now_solved = self.solved(node);
@@ -495,6 +509,9 @@ impl WorkGraph {
     /// failed: its unsolved dependencies (and the alternatives already chosen
     /// below it) include a failure, so choosing it would repeat a failed action.
     fn needs_failed(&self, start: NodeIndex) -> bool {
+        if self.closed == 0 {
+            return false;
+        }
         let mut seen = HashSet::new();
         let mut stack = vec![start];
         while let Some(v) = stack.pop() {
