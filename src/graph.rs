@@ -766,11 +766,20 @@ impl WorkGraph {
         Variant { untried, work }
     }
 
+    fn max_work(&self) -> u64 {
+        self.status.len() as u64 * (2 + 2 * u64::from(self.max_attempts))
+    }
+
     /// Returns an upper bound on the number of transitions any run can make:
     /// `(alternatives + 1) × (largest work + 1)`.
     pub fn transition_bound(&self) -> u64 {
-        let n = self.status.len() as u64;
-        let max_work = n * (2 + 2 * u64::from(self.max_attempts));
-        (self.alternatives_total + 1) * (max_work + 1)
+        (self.alternatives_total + 1) * (self.max_work() + 1)
+    }
+
+    /// Returns an upper bound on the transitions left from here: the current
+    /// work, plus a full refill of work after each remaining choice.
+    pub fn remaining_bound(&self) -> u64 {
+        let v = self.variant();
+        v.work + v.untried * (self.max_work() + 1)
     }
 }

@@ -32,6 +32,19 @@ pub struct Report<'a> {
     pub trail: &'a [TrailEntry],
     /// The run record.
     pub run: &'a RunState,
+    /// The termination measure and the bound on transitions left.
+    pub variant: VariantReport,
+}
+
+/// The termination measure as `aot status --json` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct VariantReport {
+    /// (OR atom, alternative) pairs never chosen.
+    pub untried: u64,
+    /// Work left without a new choice.
+    pub work: u64,
+    /// At most this many graph transitions remain.
+    pub remaining_bound: u64,
 }
 
 /// Atom counts by status.
@@ -112,6 +125,11 @@ pub fn report<'a>(file: &str, state: &'a StateFile) -> Report<'a> {
         bindings: &state.bindings,
         trail: &state.trail,
         run: &state.run,
+        variant: VariantReport {
+            untried: graph.variant().untried,
+            work: graph.variant().work,
+            remaining_bound: graph.remaining_bound(),
+        },
     }
 }
 
@@ -150,10 +168,18 @@ pub fn render(file: &str, state: &StateFile) -> String {
         crate::state::RunStatus::Stopped => format!("stopped after iteration {}", run.iteration),
     };
     let _ = writeln!(out, "  run        {status}, revision {}", run.revision);
+    let graph = WorkGraph::new(state);
+    let v = graph.variant();
+    let _ = writeln!(
+        out,
+        "  variant    {} untried alternatives, work {} → at most {} more graph transitions",
+        v.untried,
+        v.work,
+        graph.remaining_bound()
+    );
 
     out.push_str("\ngraph\n");
     let mut shown = HashSet::new();
-    let graph = WorkGraph::new(state);
     for root in graph.roots() {
         let Some((id, _)) = state.graph.atoms.get_key_value(root) else {
             continue;

@@ -59,6 +59,7 @@ fn status_collapses_solved_subgraphs_and_shows_bindings_trail_and_frontier() {
       base case  grep -q left out/report.txt && grep -q right out/report.txt
       atoms      4 total: 2 solved, 0 running, 2 pending, 0 failed, 0 blocked, 0 pruned
       run        idle (never started), revision 3
+      variant    0 untried alternatives, work 14 → at most 14 more graph transitions
 
     graph
       ○ join  run: cat out/left.txt out/right.txt > out/report.txt && echo "su…

@@ -13,7 +13,7 @@ use aot::time::Timestamp;
 pub struct Driver {
     pub state: StateFile,
     pub graph: WorkGraph,
-    seq: u64,
+    pub seq: u64,
 }
 
 impl Driver {

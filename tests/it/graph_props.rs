@@ -164,7 +164,18 @@ fn drive(state: StateFile, seed: u64, fail_rate: f64) -> (End, u64) {
             }
         }
     };
+    let mut bounds: Vec<(u64, u64)> = Vec::new();
+    let check_bounds = |bounds: &[(u64, u64)], end: u64| {
+        for &(at, bound) in bounds {
+            assert!(
+                end - at <= bound,
+                "{} events followed a point that promised at most {bound}",
+                end - at
+            );
+        }
+    };
     loop {
+        bounds.push((d.seq, d.graph.remaining_bound()));
         assert_eq!(
             d.ready(),
             brute_force_ready(&d.state),
@@ -191,6 +202,7 @@ fn drive(state: StateFile, seed: u64, fail_rate: f64) -> (End, u64) {
                         message: "nothing left".into(),
                     }]);
                     if !recover(&mut d, &group, &mut transitions) {
+                        check_bounds(&bounds, d.seq);
                         return (End::Exhausted, transitions);
                     }
                 }
@@ -202,6 +214,7 @@ fn drive(state: StateFile, seed: u64, fail_rate: f64) -> (End, u64) {
                 d.graph.all_solved(),
                 "nothing ready, nothing to choose, and not solved: stuck"
             );
+            check_bounds(&bounds, d.seq);
             return (End::Solved, transitions);
         };
         d.start(&atom);
@@ -225,6 +238,7 @@ fn drive(state: StateFile, seed: u64, fail_rate: f64) -> (End, u64) {
                     message: "exit 1".into(),
                 }]);
                 if !recover(&mut d, &atom, &mut transitions) {
+                    check_bounds(&bounds, d.seq);
                     return (End::Exhausted, transitions);
                 }
             }
