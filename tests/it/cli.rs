@@ -4,7 +4,7 @@ use aot::event::Event;
 use aot::state::Binding;
 use aot::time::Timestamp;
 
-use crate::common::{TestEnv, examples, root, run_aot};
+use crate::common::{TestEnv, binding, examples, root, run_aot};
 
 #[test]
 fn status_of_every_example() {
@@ -39,11 +39,8 @@ fn status_collapses_solved_subgraphs_and_shows_bindings_trail_and_frontier() {
     let solve = |atom: &str, summary: &str| Event::AtomSolved {
         atom: atom.into(),
         binding: Binding {
-            summary: summary.into(),
-            output_tail: String::new(),
-            artifacts: Vec::new(),
             at: Timestamp::from_millis(1_767_225_660_000),
-            attempt: 1,
+            ..binding(summary)
         },
     };
     store

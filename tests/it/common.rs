@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
 
+use aot::state::Binding;
 use aot::store::Store;
 use aot::time::{FixedClock, Timestamp};
 
@@ -29,6 +30,17 @@ pub fn examples() -> Vec<PathBuf> {
 /// A fixed clock starting at 2026-01-01T00:00:00Z, one second per reading.
 pub fn clock() -> Arc<FixedClock> {
     Arc::new(FixedClock::new(Timestamp::from_millis(1_767_225_600_000), 1000))
+}
+
+/// A binding with a summary, at the test clock's start.
+pub fn binding(summary: &str) -> Binding {
+    Binding {
+        summary: summary.into(),
+        output_tail: String::new(),
+        artifacts: Vec::new(),
+        at: Timestamp::from_millis(1_767_225_600_000),
+        attempt: 1,
+    }
 }
 
 /// A temporary folder that is removed when dropped.

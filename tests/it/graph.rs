@@ -4,7 +4,9 @@
 use aot::document::{self, Format};
 use aot::event::{self, Event, Record};
 use aot::graph::{ChoiceOrder, FileOrder, Ranked, Recovery, Variant, WorkGraph};
-use aot::state::{AtomStatus, Binding, FailureClass, StateFile};
+use aot::state::{AtomStatus, FailureClass, StateFile};
+
+pub use crate::common::binding;
 use aot::time::Timestamp;
 
 /// A state and its graph, advanced together by events, checking on every
@@ -114,16 +116,6 @@ impl Driver {
         assert!(!events.is_empty(), "an alternative to choose");
         self.apply(events.clone());
         events[0].clone()
-    }
-}
-
-pub fn binding(summary: &str) -> Binding {
-    Binding {
-        summary: summary.into(),
-        output_tail: String::new(),
-        artifacts: Vec::new(),
-        at: Timestamp::from_millis(1_767_225_600_000),
-        attempt: 1,
     }
 }
 

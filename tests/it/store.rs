@@ -4,22 +4,12 @@
 use aot::document;
 use aot::event::{self, Event};
 use aot::journal::{self, Journal};
-use aot::state::{AtomStatus, Binding, CorrectionKind};
+use aot::state::{AtomStatus, CorrectionKind};
 use aot::store::{self, Committed, Notice, StoreError};
 use aot::time::Timestamp;
 
 use crate::child;
-use crate::common::TestEnv;
-
-fn binding(summary: &str) -> Binding {
-    Binding {
-        summary: summary.into(),
-        output_tail: String::new(),
-        artifacts: Vec::new(),
-        at: Timestamp::from_millis(1_767_225_600_000),
-        attempt: 1,
-    }
-}
+use crate::common::{TestEnv, binding};
 
 fn solved(atom: &str) -> Vec<Event> {
     vec![
