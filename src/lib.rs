@@ -21,3 +21,4 @@ pub mod status;
 pub mod store;
 pub mod time;
 pub mod validate;
+pub mod worker;

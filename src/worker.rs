@@ -1,0 +1,416 @@
+//! The command worker: runs a shell command (`bash -c`) in its own process
+//! group, feeds it stdin, keeps the head and tail of its output (4 KB in all),
+//! extracts the `summary:` line, and kills the whole group — grandchildren
+//! included — on timeout or cancellation.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
+use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
+
+/// Bytes of output kept from the start and from the end (4 KB in all).
+pub const KEEP_HEAD: usize = 1024;
+/// Bytes of output kept from the end.
+pub const KEEP_TAIL: usize = 3072;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct CommandSpec {
+    /// The shell command.
+    pub command: String,
+    /// Working directory.
+    pub cwd: PathBuf,
+    /// Extra environment variables.
+    pub env: Vec<(String, String)>,
+    /// Text written to stdin (none: stdin is empty).
+    pub stdin: Option<String>,
+    /// Kill after this long.
+    pub timeout: Option<Duration>,
+}
+
+/// How a command ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exit {
+    /// It exited with this code.
+    Code(i32),
+    /// It was killed by a signal it did not ask for.
+    Signal(i32),
+    /// It ran past its timeout and was killed.
+    TimedOut,
+    /// It was cancelled (stop or redirect) and killed.
+    Cancelled,
+    /// It could not be started.
+    SpawnFailed(String),
+}
+
+/// The result of running a command.
+#[derive(Debug, Clone)]
+pub struct CommandResult {
+    /// How it ended.
+    pub exit: Exit,
+    /// Head and tail of stdout and stderr interleaved, at most 4 KB.
+    pub output: String,
+    /// The last stdout line starting with `summary:` (prefix stripped), else
+    /// the last non-empty stdout line.
+    pub summary: String,
+    /// How long it ran.
+    pub duration: Duration,
+}
+
+impl CommandResult {
+    /// Returns whether it exited 0.
+    pub fn success(&self) -> bool {
+        self.exit == Exit::Code(0)
+    }
+
+    /// Returns the exit code if it exited normally.
+    pub fn code(&self) -> Option<i32> {
+        match self.exit {
+            Exit::Code(code) => Some(code),
+            _ => None,
+        }
+    }
+}
+
+/// Keeps the first `KEEP_HEAD` and the last `KEEP_TAIL` bytes of a stream of lines.
+#[derive(Debug, Default)]
+struct Capture {
+    head: String,
+    tail: std::collections::VecDeque<String>,
+    tail_len: usize,
+    dropped: usize,
+}
+
+impl Capture {
+    fn push(&mut self, line: &str) {
+        if self.head.len() + line.len() < KEEP_HEAD && self.tail.is_empty() {
+            self.head.push_str(line);
+            return;
+        }
+        self.tail.push_back(line.to_string());
+        self.tail_len += line.len();
+        while self.tail_len > KEEP_TAIL && self.tail.len() > 1 {
+            if let Some(old) = self.tail.pop_front() {
+                self.tail_len -= old.len();
+                self.dropped += old.len();
+            }
+        }
+    }
+
+    fn text(&self) -> String {
+        let mut out = self.head.clone();
+        if self.dropped > 0 {
+            out.push_str(&format!("[… {} bytes omitted …]\n", self.dropped));
+        }
+        for line in &self.tail {
+            out.push_str(line);
+        }
+        // A single huge line may still exceed the budget: keep its two ends.
+        if out.len() > KEEP_HEAD + KEEP_TAIL + 64 {
+            let head_end = floor_char_boundary(&out, KEEP_HEAD);
+            let tail_start = ceil_char_boundary(&out, out.len() - KEEP_TAIL);
+            out = format!("{}\n[…]\n{}", &out[..head_end], &out[tail_start..]);
+        }
+        out
+    }
+}
+
+fn floor_char_boundary(text: &str, mut i: usize) -> usize {
+    while i > 0 && !text.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn ceil_char_boundary(text: &str, mut i: usize) -> usize {
+    while i < text.len() && !text.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
+#[derive(Debug, Default)]
+struct Summary {
+    marked: Option<String>,
+    last: Option<String>,
+}
+
+impl Summary {
+    fn see(&mut self, line: &str) {
+        let line = line.trim_end();
+        if let Some(rest) = line.trim_start().strip_prefix("summary:") {
+            self.marked = Some(rest.trim().to_string());
+        } else if !line.trim().is_empty() {
+            self.last = Some(line.trim().to_string());
+        }
+    }
+
+    fn get(self) -> String {
+        self.marked.or(self.last).unwrap_or_default()
+    }
+}
+
+async fn read_lines<R: AsyncRead + Unpin>(
+    reader: R,
+    tx: tokio::sync::mpsc::UnboundedSender<(bool, String)>,
+    stdout: bool,
+) {
+    let mut reader = BufReader::new(reader);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match reader.read_until(b'\n', &mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                let mut line = String::from_utf8_lossy(&buf).into_owned();
+                if !line.ends_with('\n') {
+                    line.push('\n');
+                }
+                if tx.send((stdout, line)).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+fn kill_group(pid: Option<u32>) {
+    if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+        // The group may already be gone; nothing else to do then.
+        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+}
+
+/// Runs a command to its end, its timeout, or cancellation.
+pub async fn run(spec: &CommandSpec, cancel: &CancellationToken) -> CommandResult {
+    let started = Instant::now();
+    let mut command = Command::new("bash");
+    command
+        .arg("-c")
+        .arg(&spec.command)
+        .current_dir(&spec.cwd)
+        .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdin(if spec.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            return CommandResult {
+                exit: Exit::SpawnFailed(format!("cannot start bash: {e}")),
+                output: String::new(),
+                summary: String::new(),
+                duration: started.elapsed(),
+            };
+        }
+    };
+    let pid = child.id();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    if let Some(out) = child.stdout.take() {
+        tokio::spawn(read_lines(out, tx.clone(), true));
+    }
+    if let Some(err) = child.stderr.take() {
+        tokio::spawn(read_lines(err, tx.clone(), false));
+    }
+    drop(tx);
+    if let (Some(mut stdin), Some(text)) = (child.stdin.take(), spec.stdin.clone()) {
+        tokio::spawn(async move {
+            // A command that does not read its stdin closes the pipe: not an error.
+            let _ = stdin.write_all(text.as_bytes()).await;
+        });
+    }
+    let mut capture = Capture::default();
+    let mut summary = Summary::default();
+    let deadline = spec.timeout.map(|t| tokio::time::Instant::now() + t);
+    let sleep_until = async {
+        match deadline {
+            Some(d) => tokio::time::sleep_until(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(sleep_until);
+    let mut exit = None;
+    let mut streams_open = true;
+    while exit.is_none() || streams_open {
+        tokio::select! {
+            line = rx.recv(), if streams_open => match line {
+                Some((is_stdout, line)) => {
+                    if is_stdout {
+                        summary.see(&line);
+                    }
+                    capture.push(&line);
+                }
+                None => streams_open = false,
+            },
+            status = child.wait(), if exit.is_none() => {
+                exit = Some(match status {
+                    Ok(status) => match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
+                        (Some(code), _) => Exit::Code(code),
+                        (None, Some(signal)) => Exit::Signal(signal),
+                        (None, None) => Exit::Signal(0),
+                    },
+                    Err(e) => Exit::SpawnFailed(format!("lost the child process: {e}")),
+                });
+                // Background processes the command left behind hold the pipes
+                // open; the command is over, so its group goes with it.
+                kill_group(pid);
+            },
+            _ = &mut sleep_until, if exit.is_none() => {
+                kill_group(pid);
+                let _ = child.wait().await;
+                exit = Some(Exit::TimedOut);
+            },
+            _ = cancel.cancelled(), if exit.is_none() => {
+                kill_group(pid);
+                let _ = child.wait().await;
+                exit = Some(Exit::Cancelled);
+            },
+        }
+    }
+    CommandResult {
+        exit: exit.unwrap_or(Exit::Cancelled),
+        output: capture.text(),
+        summary: summary.get(),
+        duration: started.elapsed(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(command: &str) -> CommandSpec {
+        CommandSpec {
+            command: command.into(),
+            cwd: std::env::temp_dir(),
+            env: vec![("GREETING".into(), "hi".into())],
+            stdin: None,
+            timeout: Some(Duration::from_secs(20)),
+        }
+    }
+
+    #[tokio::test]
+    async fn summary_is_the_marked_line_else_the_last_line() {
+        let never = CancellationToken::new();
+        let r = run(&spec("echo one; echo 'summary: the result'; echo three"), &never).await;
+        assert!(r.success());
+        assert_eq!(r.summary, "the result");
+        assert_eq!(r.output, "one\nsummary: the result\nthree\n");
+        let r = run(&spec("echo out; echo 'summary: not from stderr' >&2"), &never).await;
+        assert_eq!(r.summary, "out", "only stdout lines are summaries");
+        assert!(r.output.contains("not from stderr"), "stderr is kept in the output");
+        let r = run(&spec("echo $GREETING; echo; exit 3"), &never).await;
+        assert_eq!(r.exit, Exit::Code(3));
+        assert_eq!(r.summary, "hi");
+    }
+
+    #[tokio::test]
+    async fn output_keeps_head_and_tail_within_four_kilobytes() {
+        let never = CancellationToken::new();
+        let r = run(&spec("for i in $(seq 1 2000); do echo line $i; done"), &never).await;
+        assert!(r.output.len() <= 4200, "{}", r.output.len());
+        assert!(r.output.starts_with("line 1\n"));
+        assert!(r.output.ends_with("line 2000\n"));
+        assert!(r.output.contains("bytes omitted"));
+        assert_eq!(r.summary, "line 2000");
+    }
+
+    #[tokio::test]
+    async fn one_huge_line_is_cut_on_character_boundaries() {
+        let never = CancellationToken::new();
+        let r = run(&spec("printf 'é%.0s' $(seq 1 20000); echo"), &never).await;
+        assert!(r.output.len() < 4300, "{}", r.output.len());
+        assert!(r.output.contains("[…]"));
+    }
+
+    #[tokio::test]
+    async fn stdin_reaches_the_command() {
+        let never = CancellationToken::new();
+        let mut s = spec("read first; echo \"summary: got $first\"");
+        s.stdin = Some("prompt text\nmore\n".into());
+        assert_eq!(run(&s, &never).await.summary, "got prompt text");
+    }
+
+    /// Returns the live (not zombie) processes whose command line contains `marker`.
+    fn live_with(marker: &str) -> Vec<String> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let dir = entry.path();
+            let Ok(cmdline) = std::fs::read(dir.join("cmdline")) else {
+                continue;
+            };
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            let zombie = std::fs::read_to_string(dir.join("stat")).is_ok_and(|s| s.contains(") Z "));
+            if cmdline.contains(marker) && !zombie && !cmdline.contains("cargo") {
+                found.push(cmdline);
+            }
+        }
+        found
+    }
+
+    async fn assert_gone(marker: &str) {
+        // The kill is sent before `run` returns; its delivery is asynchronous.
+        for _ in 0..500 {
+            if live_with(marker).is_empty() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("still running: {:?}", live_with(marker));
+    }
+
+    #[tokio::test]
+    async fn a_timeout_kills_the_whole_process_group() {
+        let never = CancellationToken::new();
+        let marker = format!("aot-timeout-{}", std::process::id());
+        let mut s = spec(&format!("(exec -a {marker} sleep 1000) & echo started; wait"));
+        s.timeout = Some(Duration::from_millis(300));
+        let r = run(&s, &never).await;
+        assert_eq!(r.exit, Exit::TimedOut);
+        assert_eq!(r.summary, "started");
+        assert_gone(&marker).await;
+    }
+
+    #[tokio::test]
+    async fn background_children_die_with_a_finished_command() {
+        let never = CancellationToken::new();
+        let marker = format!("aot-background-{}", std::process::id());
+        let r = run(&spec(&format!("(exec -a {marker} sleep 1000) & echo done")), &never).await;
+        assert!(r.success());
+        assert_gone(&marker).await;
+    }
+
+    #[tokio::test]
+    async fn cancellation_kills_at_once() {
+        let cancel = CancellationToken::new();
+        let marker = format!("aot-cancel-{}", std::process::id());
+        let s = spec(&format!("exec -a {marker} sleep 1000"));
+        let trigger = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            trigger.cancel();
+        });
+        let started = Instant::now();
+        let r = run(&s, &cancel).await;
+        assert_eq!(r.exit, Exit::Cancelled);
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert_gone(&marker).await;
+    }
+
+    #[tokio::test]
+    async fn a_missing_program_exits_127() {
+        let never = CancellationToken::new();
+        assert_eq!(run(&spec("no-such-program-aot"), &never).await.exit, Exit::Code(127));
+    }
+}
