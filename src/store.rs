@@ -287,6 +287,9 @@ pub struct Store {
     clock: Arc<dyn Clock>,
     journal: Option<Journal>,
     base: Option<Base>,
+    /// Records journaled (by anyone) since the file was last written by this
+    /// store: the base plus these explain what the file may legitimately hold.
+    unsaved: Vec<Record>,
     durable: bool,
 }
 
@@ -307,6 +310,7 @@ impl Store {
             clock,
             journal: None,
             base: None,
+            unsaved: Vec::new(),
             durable: true,
         }
     }
@@ -377,6 +381,17 @@ impl Store {
         Ok(state)
     }
 
+    /// Journals `events` and applies them to `state` without writing the file
+    /// (the loop saves at iteration boundaries). Records other processes
+    /// appended meanwhile are applied first. Returns every new record, theirs
+    /// then ours, so callers can fold them into their own views.
+    pub fn record(&mut self, state: &mut StateFile, events: Vec<Event>) -> Result<Vec<Record>, StoreError> {
+        let _lock = self.lock()?;
+        let mut records = self.catch_up(state)?;
+        records.extend(self.append_and_apply(state, events)?);
+        Ok(records)
+    }
+
     /// Journals `events`, applies them to `state` and saves it. A hand edit made
     /// since the last read or write is merged when it touched only user-owned
     /// fields (journaled as `user_edited` first); otherwise the file is left as
@@ -384,21 +399,13 @@ impl Store {
     /// the events are journaled either way, so nothing is lost.
     pub fn commit(&mut self, state: &mut StateFile, events: Vec<Event>) -> Result<Committed, StoreError> {
         let _lock = self.lock()?;
-        let journal = self.ensure_journal()?;
-        let theirs = journal.catch_up()?;
-        let mut expected = self.base.as_ref().map(|b| b.state.clone());
-        for record in &theirs {
-            event::apply(state, record);
-            if let Some(expected) = &mut expected {
-                event::apply(expected, record);
-            }
-        }
+        self.catch_up(state)?;
         let disk = self.read_disk()?;
         let mut outcome = Committed::Saved;
         let mut conflict = None;
         let mut events = events;
-        match (&disk, &expected) {
-            (Some(DiskState::Invalid(diagnostics)), _) => {
+        match &disk {
+            Some(DiskState::Invalid(diagnostics)) => {
                 let first = diagnostics
                     .errors
                     .first()
@@ -406,12 +413,14 @@ impl Store {
                     .unwrap_or_default();
                 conflict = Some(format!("it is not valid: {first}"));
             }
-            (Some(DiskState::Changed(doc)), Some(expected)) => {
+            Some(DiskState::Changed(doc)) => {
                 if let Some(base) = &mut self.base {
                     base.header = doc.header.clone();
                 }
-                if doc.state != *expected {
-                    let engine_edits = doc.state.engine_differences(expected);
+                if let Some(expected) = self.expected_at(doc.state.run.revision)
+                    && doc.state != expected
+                {
+                    let engine_edits = doc.state.engine_differences(&expected);
                     if engine_edits.is_empty() {
                         events.insert(0, Event::user_edited(&doc.state));
                         outcome = Committed::Merged;
@@ -420,7 +429,7 @@ impl Store {
                     }
                 }
             }
-            _ => {}
+            Some(DiskState::Unchanged) | None => {}
         }
         self.append_and_apply(state, events)?;
         if let Some(reason) = conflict {
@@ -435,6 +444,26 @@ impl Store {
         }
         self.write(state)?;
         Ok(outcome)
+    }
+
+    /// Applies records other processes appended since this store last looked.
+    fn catch_up(&mut self, state: &mut StateFile) -> Result<Vec<Record>, StoreError> {
+        let theirs = self.ensure_journal()?.catch_up()?;
+        for record in &theirs {
+            event::apply(state, record);
+        }
+        self.unsaved.extend(theirs.iter().cloned());
+        Ok(theirs)
+    }
+
+    /// Returns what the file should hold at `revision` if nobody edited it: the
+    /// state this store last wrote plus the journal records up to `revision`.
+    fn expected_at(&self, revision: u64) -> Option<StateFile> {
+        let mut expected = self.base.as_ref()?.state.clone();
+        for record in self.unsaved.iter().take_while(|r| r.seq <= revision) {
+            event::apply(&mut expected, record);
+        }
+        Some(expected)
     }
 
     fn ensure_journal(&mut self) -> Result<&mut Journal, StoreError> {
@@ -455,6 +484,7 @@ impl Store {
         for record in &records {
             event::apply(state, record);
         }
+        self.unsaved.extend(records.iter().cloned());
         Ok(records)
     }
 
@@ -466,6 +496,7 @@ impl Store {
     fn write(&mut self, state: &StateFile) -> Result<(), StoreError> {
         let text = self.render(state)?;
         write_atomic(&self.paths.state, text.as_bytes()).map_err(io_error(&self.paths.state))?;
+        self.unsaved.clear();
         let header = self.base.as_ref().map(|b| b.header.clone()).unwrap_or_default();
         self.base = Some(Base {
             hash: document::content_hash(text.as_bytes()),
@@ -512,24 +543,43 @@ impl Store {
     /// new tail, and accepts the file when it equals the last state this store
     /// saw plus those records. Returns `None` when a full reconcile is needed.
     fn reconcile_incremental(&mut self) -> Result<Option<StateFile>, StoreError> {
-        let theirs = match (&self.base, &mut self.journal) {
-            (Some(_), Some(journal)) => journal.catch_up()?,
-            _ => return Ok(None),
-        };
-        let Some(base) = &self.base else { return Ok(None) };
-        let mut expected = base.state.clone();
-        for record in &theirs {
-            event::apply(&mut expected, record);
+        if self.base.is_none() || self.journal.is_none() {
+            return Ok(None);
         }
+        let theirs = self.ensure_journal()?.catch_up()?;
+        self.unsaved.extend(theirs);
+        let last = self.unsaved.last().map_or(0, |r| r.seq);
         match self.read_disk()? {
-            Some(DiskState::Unchanged) if theirs.is_empty() => Ok(Some(expected)),
-            Some(DiskState::Changed(doc)) if doc.state == expected => {
+            Some(DiskState::Unchanged) if self.unsaved.is_empty() => Ok(self.expected_at(last)),
+            Some(DiskState::Changed(doc)) if self.expected_at(doc.state.run.revision).as_ref() == Some(&doc.state) => {
+                // The file is explained by the journal; bring it up to the journal's end.
+                let mut state = doc.state.clone();
+                let behind: Vec<Record> = self
+                    .unsaved
+                    .iter()
+                    .filter(|r| r.seq > state.run.revision)
+                    .cloned()
+                    .collect();
+                for record in &behind {
+                    event::apply(&mut state, record);
+                }
                 self.base = Some(Base {
                     hash: doc.hash,
                     state: doc.state.clone(),
                     header: doc.header,
                 });
-                Ok(Some(doc.state))
+                self.unsaved.retain(|r| r.seq > doc.state.run.revision);
+                if !behind.is_empty() {
+                    self.write(&state)?;
+                }
+                Ok(Some(state))
+            }
+            Some(DiskState::Unchanged) => {
+                let state = self.expected_at(last);
+                if let Some(state) = &state {
+                    self.write(state)?;
+                }
+                Ok(state)
             }
             _ => Ok(None),
         }
@@ -545,6 +595,7 @@ impl Store {
             state: doc.state.clone(),
             header: doc.header.clone(),
         });
+        self.unsaved.clear();
         let mut notices = Vec::new();
         if let Some(torn) = contents.torn {
             notices.push(Notice::TornTail(torn));

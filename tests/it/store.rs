@@ -312,3 +312,39 @@ fn two_processes_doing_read_modify_write_lose_no_update() {
     assert_eq!(state.control.stop_reason, Some((2 * rounds).to_string()));
     assert_replay_agrees(&path);
 }
+
+#[test]
+fn a_transaction_between_a_runners_records_and_its_save_is_not_a_conflict() {
+    let env = TestEnv::new();
+    let path = env.example("diamond.yaml");
+    let mut runner = env.store(&path);
+    let (mut state, _) = runner.open().unwrap();
+    // The runner journals work but saves only at its next boundary.
+    runner.record(&mut state, solved("prepare")).unwrap();
+    // Meanwhile `aot stop` catches the file up and sets control.
+    let mut other = env.store(&path);
+    let (after, _) = other
+        .transact(|s| {
+            let mut control = s.control.clone();
+            control.stop_requested = true;
+            Ok::<_, String>((vec![Event::ControlSet { control }], ()))
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        after.graph.atoms["prepare"].status,
+        AtomStatus::Solved,
+        "the other process saw the runner's journal"
+    );
+    let records = runner.record(&mut state, solved("left")).unwrap();
+    assert_eq!(
+        records.first().map(|r| r.event.kind()),
+        Some("control_set"),
+        "the runner folds the other's record first"
+    );
+    assert!(state.control.stop_requested);
+    assert_eq!(runner.commit(&mut state, Vec::new()).unwrap(), Committed::Saved);
+    let on_disk = document::read(&path).unwrap().state;
+    assert_eq!(on_disk, state);
+    assert_replay_agrees(&path);
+}
