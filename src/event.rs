@@ -163,6 +163,8 @@ pub enum Event {
         /// What ran and how it ended.
         evidence: Evidence,
     },
+    /// A run paused after one iteration (`aot step`).
+    RunPaused {},
     /// A run ended.
     RunStopped {
         /// How and why.
@@ -191,6 +193,7 @@ impl Event {
             Event::BindingOverridden { .. } => "binding_overridden",
             Event::CorrectionRecorded { .. } => "correction_recorded",
             Event::BaseCaseChecked { .. } => "base_case_checked",
+            Event::RunPaused {} => "run_paused",
             Event::RunStopped { .. } => "run_stopped",
         }
     }
@@ -363,6 +366,7 @@ pub fn apply(state: &mut StateFile, record: &Record) {
             state.corrections.push(correction.clone());
         }
         Event::BaseCaseChecked { evidence } => state.run.last_verify = Some(evidence.clone()),
+        Event::RunPaused {} => state.run.status = RunStatus::Paused,
         Event::RunStopped { stop } => {
             state.run.status = RunStatus::Stopped;
             state.run.stop = Some(stop.clone());

@@ -444,6 +444,7 @@ impl WorkGraph {
             | Event::RunStarted { .. }
             | Event::IterationStarted { .. }
             | Event::BaseCaseChecked { .. }
+            | Event::RunPaused {}
             | Event::RunStopped { .. } => {}
         }
         true

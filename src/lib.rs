@@ -10,6 +10,7 @@
 pub mod contract;
 pub mod diag;
 pub mod document;
+pub mod engine;
 pub mod event;
 pub mod export;
 pub mod graph;

@@ -684,6 +684,8 @@ pub enum RunStatus {
     Idle,
     /// A loop is (or was, if it crashed) running.
     Running,
+    /// `aot step` ran one iteration; `aot step` or `aot start` continues.
+    Paused,
     /// The last run stopped; see `run.stop`.
     Stopped,
 }

@@ -165,6 +165,7 @@ pub fn render(file: &str, state: &StateFile) -> String {
     let status = match run.status {
         crate::state::RunStatus::Idle => "idle (never started)".to_string(),
         crate::state::RunStatus::Running => format!("running, iteration {}", run.iteration),
+        crate::state::RunStatus::Paused => format!("paused after iteration {}", run.iteration),
         crate::state::RunStatus::Stopped => format!("stopped after iteration {}", run.iteration),
     };
     let _ = writeln!(out, "  run        {status}, revision {}", run.revision);

@@ -179,6 +179,32 @@ async fn read_lines<R: AsyncRead + Unpin>(
     }
 }
 
+/// Process groups of the commands running now, so that an emergency exit can
+/// kill them all (`kill_all`).
+static LIVE_GROUPS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+fn track(pid: Option<u32>, live: bool) {
+    let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) else {
+        return;
+    };
+    if let Ok(mut groups) = LIVE_GROUPS.lock() {
+        if live {
+            groups.push(pid);
+        } else {
+            groups.retain(|&g| g != pid);
+        }
+    }
+}
+
+/// Kills every command still running (for a second Ctrl-C: exit now, leave nothing behind).
+pub fn kill_all() {
+    if let Ok(groups) = LIVE_GROUPS.lock() {
+        for &pid in groups.iter() {
+            let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
+}
+
 fn kill_group(pid: Option<u32>) {
     if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
         // The group may already be gone; nothing else to do then.
@@ -216,6 +242,7 @@ pub async fn run(spec: &CommandSpec, cancel: &CancellationToken) -> CommandResul
         }
     };
     let pid = child.id();
+    track(pid, true);
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     if let Some(out) = child.stdout.take() {
         tokio::spawn(read_lines(out, tx.clone(), true));
@@ -278,6 +305,7 @@ pub async fn run(spec: &CommandSpec, cancel: &CancellationToken) -> CommandResul
             },
         }
     }
+    track(pid, false);
     CommandResult {
         exit: exit.unwrap_or(Exit::Cancelled),
         output: capture.text(),

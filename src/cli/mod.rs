@@ -3,6 +3,7 @@
 
 mod graph;
 mod replay;
+mod run;
 mod schema;
 mod status;
 mod validate;
@@ -50,6 +51,10 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the loop until the base case holds or another stop reason
+    Start(run::StartArgs),
+    /// Run one iteration, save, and exit
+    Step(run::StepArgs),
     /// Check state files for every problem at once, with file:line:column
     Validate(validate::Args),
     /// Print the JSON Schema of the state file
@@ -176,6 +181,8 @@ pub fn main() -> i32 {
         color: color_stderr(),
     };
     let result = match cli.command {
+        Command::Start(args) => run::start(&ctx, args),
+        Command::Step(args) => run::step(&ctx, args),
         Command::Validate(args) => validate::run(&ctx, args),
         Command::Schema(args) => schema::run(&ctx, args),
         Command::Status(args) => status::run(&ctx, args),

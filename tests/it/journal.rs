@@ -118,6 +118,7 @@ fn one_of_each() -> Vec<Event> {
                 duration_ms: 1234,
             },
         },
+        Event::RunPaused {},
         Event::RunStopped {
             stop: StopRecord {
                 reason: StopReason::Completed,
@@ -146,6 +147,7 @@ fn one_of_each() -> Vec<Event> {
             | Event::BindingOverridden { .. }
             | Event::CorrectionRecorded { .. }
             | Event::BaseCaseChecked { .. }
+            | Event::RunPaused {}
             | Event::RunStopped { .. } => {}
         }
     }

@@ -9,6 +9,7 @@ mod graph;
 mod graph_props;
 mod journal;
 mod roundtrip;
+mod run;
 mod schema;
 mod store;
 mod validate;

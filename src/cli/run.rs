@@ -1,0 +1,196 @@
+//! `aot start` and `aot step`: run the loop with live output, Ctrl-C handling
+//! and the stop reason's exit code.
+
+use std::io::{IsTerminal, Write};
+use std::sync::Arc;
+use std::time::Instant;
+
+use aot::engine::{Ended, Engine, Observer, Options};
+use aot::event::{Event, Record};
+use aot::state::{AtomStatus, StateFile};
+use aot::store::{self, Notice, Store};
+use aot::time::{Clock, SystemClock};
+use tokio_util::sync::CancellationToken;
+
+use super::{CliError, Context, EXIT_OK, warn};
+
+/// Arguments of `aot start`.
+#[derive(Debug, clap::Args)]
+pub struct StartArgs {
+    /// Stop after this many iterations (overrides constraints.max_iterations)
+    #[arg(long, value_name = "N")]
+    max_iterations: Option<u32>,
+}
+
+/// Arguments of `aot step`.
+#[derive(Debug, clap::Args)]
+pub struct StepArgs {}
+
+/// Prints each journaled record: JSON lines, or a readable line per event.
+struct Printer {
+    json: bool,
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().find(|l| !l.trim().is_empty()).unwrap_or("")
+}
+
+impl Observer for Printer {
+    fn record(&mut self, record: &Record, _state: &StateFile) {
+        let mut out = std::io::stdout().lock();
+        if self.json {
+            if let Ok(line) = serde_json::to_string(record) {
+                let _ = writeln!(out, "{line}");
+            }
+            return;
+        }
+        let line = match &record.event {
+            Event::RunStarted { pid } => format!("aot: run started (pid {pid})"),
+            Event::IterationStarted { iteration } => format!("── iteration {iteration}"),
+            Event::AtomStarted { atom, attempt } if *attempt > 1 => format!("  ● {atom} (attempt {attempt})"),
+            Event::AtomStarted { atom, .. } => format!("  ● {atom}"),
+            Event::AtomSolved { atom, binding } => format!("  ✓ {atom}  {}", binding.summary),
+            Event::AttemptFailed {
+                atom,
+                attempt,
+                class,
+                criterion,
+                message,
+            } => format!(
+                "  ✗ {atom} attempt {attempt}: {criterion} failed ({class:?}): {}; retrying",
+                first_line(message)
+            ),
+            Event::AtomFailed {
+                atom,
+                class,
+                criterion,
+                message,
+            } => format!("  ✗ {atom} failed: {criterion} ({class:?}): {}", first_line(message)),
+            Event::OrChosen {
+                group, chosen, reason, ..
+            } => format!("  ◇ {group} → {chosen} ({reason})"),
+            Event::Backtracked { group, from, to, .. } => format!("  ↺ {group}: {from} → {to} (backtrack)"),
+            Event::AtomBlocked { atom, reason } => format!("  ⊘ {atom} blocked: {}", first_line(reason)),
+            Event::AtomsReset { atoms } => format!("  ○ back to pending: {}", atoms.join(", ")),
+            Event::BaseCaseChecked { evidence } => format!(
+                "  ? base case `{}` → {} ({} ms)",
+                evidence.command,
+                evidence.exit_code.map_or("killed".to_string(), |c| format!("exit {c}")),
+                evidence.duration_ms
+            ),
+            _ => return,
+        };
+        let _ = writeln!(out, "{line}");
+    }
+}
+
+fn summary(state: &StateFile, ended: &Ended, elapsed: std::time::Duration) -> String {
+    let count = |s: AtomStatus| state.graph.atoms.values().filter(|a| a.status == s).count();
+    let mut out = String::new();
+    out.push_str(&format!(
+        "\n  atoms       {} solved, {} failed, {} blocked, {} pruned, {} pending of {}\n",
+        count(AtomStatus::Solved),
+        count(AtomStatus::Failed),
+        count(AtomStatus::Blocked),
+        count(AtomStatus::Pruned),
+        count(AtomStatus::Pending),
+        state.graph.atoms.len()
+    ));
+    out.push_str(&format!(
+        "  iterations  {}\n  elapsed     {:.1}s\n",
+        state.run.iteration,
+        elapsed.as_secs_f64()
+    ));
+    match ended {
+        Ended::Stopped(stop) => {
+            out.push_str(&format!("  stopped     {}: {}\n", stop.reason.as_str(), stop.message));
+            if let Some(evidence) = &stop.evidence {
+                out.push_str(&format!(
+                    "  evidence    `{}` → {} at {}\n",
+                    evidence.command,
+                    evidence.exit_code.map_or("killed".to_string(), |c| format!("exit {c}")),
+                    evidence.at
+                ));
+            }
+        }
+        Ended::Paused => out.push_str("  paused      after one iteration; `aot step` or `aot start` continues\n"),
+    }
+    out
+}
+
+pub fn start(ctx: &Context, args: StartArgs) -> Result<i32, CliError> {
+    run(
+        ctx,
+        Options {
+            max_iterations: args.max_iterations,
+            ..Options::default()
+        },
+    )
+}
+
+pub fn step(ctx: &Context, _args: StepArgs) -> Result<i32, CliError> {
+    run(
+        ctx,
+        Options {
+            one_iteration: true,
+            ..Options::default()
+        },
+    )
+}
+
+fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
+    options.agent_command = std::env::var("AOT_AGENT_CMD").ok().filter(|c| !c.trim().is_empty());
+    let json = ctx.json || !std::io::stdout().is_terminal();
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let mut store = Store::new(&ctx.state, clock.clone());
+    let _runner = store::acquire_runner(store.paths(), std::process::id())?;
+    let (state, notices) = store.open()?;
+    for notice in notices {
+        match notice {
+            Notice::TornTail(t) => warn(&format!(
+                "the journal's line {} was incomplete (a crash during a write) and was dropped",
+                t.line
+            )),
+            Notice::Recovered { records } => {
+                warn(&format!("recovered {records} journal record(s) the file had missed"))
+            }
+            Notice::MergedEdit => {}
+            Notice::EngineFieldsEdited(fields) => warn(&format!(
+                "engine-owned fields were edited by hand ({}); recorded as they are",
+                fields.join(", ")
+            )),
+            Notice::JournalStarted => {}
+        }
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::new(format!("cannot start the runtime: {e}")))?;
+    let cancel = CancellationToken::new();
+    let started = Instant::now();
+    let mut printer = Printer { json };
+    let result = runtime.block_on(async {
+        let interrupt = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("\naot: stopping (Ctrl-C again to kill at once)");
+                interrupt.cancel();
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    aot::worker::kill_all();
+                    std::process::exit(130);
+                }
+            }
+        });
+        let engine = Engine::new(&mut store, state, clock, options, &mut printer, cancel);
+        engine.run().await
+    });
+    let ended = result.map_err(|e| CliError::new(e.to_string()))?;
+    let (final_state, _) = store.open()?;
+    if !json {
+        print!("{}", summary(&final_state, &ended, started.elapsed()));
+    }
+    Ok(match ended {
+        Ended::Stopped(stop) => stop.reason.exit_code(),
+        Ended::Paused => EXIT_OK,
+    })
+}

@@ -1,0 +1,856 @@
+//! The loop: observe → update → verify → continue or stop.
+//!
+//! A run passes the gate (the objective is aligned and the graph is
+//! runnable), verifies the base case first, then works in iterations. An
+//! iteration is a *round*: choices are made at OR atoms, ready atoms are
+//! dispatched up to `max_parallel_agents` and replaced as they finish, and
+//! failed attempts are retried with a correction signal, until nothing is
+//! ready or an atom fails for good. At the round's end (the fan-in) failures
+//! are recovered by backtracking, the file is saved, and the base case is
+//! verified per `constraints.verify`. The run stops with exactly one reason.
+//!
+//! Every transition is journaled as it happens; the state file is written at
+//! iteration boundaries and at most once a second in between.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::contract;
+use crate::event::{Event, Record};
+use crate::graph::{FileOrder, Recovery, WorkGraph};
+use crate::state::{
+    Atom, AtomId, AtomStatus, Binding, Evidence, FailureClass, StateFile, StopReason, StopRecord, VerifyPolicy,
+};
+use crate::store::{Store, StoreError};
+use crate::time::Clock;
+use crate::worker::{self, CommandSpec, Exit};
+
+/// The prompt template for agent atoms (`prompts/agent.md`).
+pub const AGENT_PROMPT: &str = include_str!("../prompts/agent.md");
+
+/// How a run is configured beyond the state file.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Overrides `constraints.max_iterations`.
+    pub max_iterations: Option<u32>,
+    /// Run one iteration, then pause (`aot step`).
+    pub one_iteration: bool,
+    /// The agent command (`AOT_AGENT_CMD`), overriding `workers.agent.command`.
+    pub agent_command: Option<String>,
+}
+
+/// Receives every journaled record as the run makes it.
+pub trait Observer: Send {
+    /// Called after a record is journaled and applied to `state`.
+    fn record(&mut self, record: &Record, state: &StateFile);
+}
+
+/// Why the engine could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// How a run ended: a stop record, or a pause after `aot step`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ended {
+    /// The run stopped for this reason.
+    Stopped(StopRecord),
+    /// One iteration ran (`aot step`); `aot step` or `aot start` continues.
+    Paused,
+}
+
+/// Returns what the objective still lacks to be aligned (empty = aligned).
+pub fn alignment_gaps(state: &StateFile) -> Vec<&'static str> {
+    let o = &state.objective;
+    let mut gaps = Vec::new();
+    let blank = |v: &Option<String>| v.as_deref().is_none_or(|s| s.trim().is_empty());
+    if blank(&o.goal) {
+        gaps.push("objective.goal (what the work is for)");
+    }
+    if blank(&o.background_intent) {
+        gaps.push("objective.background_intent (why it matters)");
+    }
+    if blank(&o.deliverables) {
+        gaps.push("objective.deliverables (what should be produced)");
+    }
+    if blank(&o.definition_of_done) {
+        gaps.push("objective.definition_of_done (when it is done, in words)");
+    }
+    if o.base_case.is_none() {
+        gaps.push("objective.base_case.command (a command whose exit 0 means done)");
+    }
+    if state.graph.atoms.is_empty() {
+        gaps.push("graph.atoms (at least one atom)");
+    }
+    gaps
+}
+
+/// One attempt's context, handed to the worker as `AOT_CORRECTION`.
+#[derive(Debug, Clone, Serialize)]
+pub struct CorrectionSignal {
+    /// The atom.
+    pub atom: AtomId,
+    /// The attempt about to run.
+    pub attempt: u32,
+    /// The criterion that failed last time.
+    pub failed_criterion: String,
+    /// Logical or environmental.
+    pub class: FailureClass,
+    /// What was wrong, from the tool's output.
+    pub message: String,
+    /// Every earlier failed attempt, oldest first.
+    pub history: Vec<Reflection>,
+}
+
+/// What one failed attempt taught.
+#[derive(Debug, Clone, Serialize)]
+pub struct Reflection {
+    /// The attempt.
+    pub attempt: u32,
+    /// The criterion that failed.
+    pub criterion: String,
+    /// Logical or environmental.
+    pub class: FailureClass,
+    /// What went wrong.
+    pub message: String,
+}
+
+/// Work handed to a worker task.
+#[derive(Debug, Clone)]
+struct Job {
+    atom: AtomId,
+    run: CommandSpec,
+    checks: Vec<CommandSpec>,
+    probe: Option<CommandSpec>,
+    environmental_codes: Vec<i32>,
+}
+
+/// What a worker task reports.
+#[derive(Debug)]
+enum JobResult {
+    Solved {
+        summary: String,
+        output: String,
+    },
+    Failed {
+        class: FailureClass,
+        criterion: String,
+        message: String,
+        probe_failed: Option<String>,
+    },
+    Cancelled,
+}
+
+fn classify(exit: &Exit, environmental: &[i32]) -> FailureClass {
+    match exit {
+        Exit::Code(code) if !environmental.contains(code) => FailureClass::Logical,
+        _ => FailureClass::Environmental,
+    }
+}
+
+fn describe(exit: &Exit) -> String {
+    match exit {
+        Exit::Code(code) => format!("exit {code}"),
+        Exit::Signal(signal) => format!("killed by signal {signal}"),
+        Exit::TimedOut => "timed out".to_string(),
+        Exit::Cancelled => "cancelled".to_string(),
+        Exit::SpawnFailed(why) => why.clone(),
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().find(|l| !l.trim().is_empty()).unwrap_or("")
+}
+
+fn last_lines(output: &str, n: usize) -> String {
+    let lines: Vec<&str> = output.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Returns `what`, followed by the last lines of `output` when there are any.
+fn with_output(what: String, output: &str) -> String {
+    let tail = last_lines(output, 5);
+    if tail.is_empty() {
+        what
+    } else {
+        format!("{what}: {tail}")
+    }
+}
+
+async fn run_job(job: Job, cancel: CancellationToken) -> (AtomId, JobResult) {
+    let result = worker::run(&job.run, &cancel).await;
+    if result.exit == Exit::Cancelled {
+        return (job.atom, JobResult::Cancelled);
+    }
+    if !result.success() {
+        let class = classify(&result.exit, &job.environmental_codes);
+        let mut probe_failed = None;
+        if class == FailureClass::Environmental
+            && let Some(probe) = &job.probe
+        {
+            let p = worker::run(probe, &cancel).await;
+            if !p.success() && p.exit != Exit::Cancelled {
+                probe_failed = Some(format!(
+                    "probe `{}`: {}",
+                    probe.command,
+                    with_output(describe(&p.exit), &p.output)
+                ));
+            }
+        }
+        let message = with_output(describe(&result.exit), &result.output);
+        return (
+            job.atom,
+            JobResult::Failed {
+                class,
+                criterion: "run".to_string(),
+                message,
+                probe_failed,
+            },
+        );
+    }
+    for (i, check) in job.checks.iter().enumerate() {
+        let c = worker::run(check, &cancel).await;
+        if c.exit == Exit::Cancelled {
+            return (job.atom, JobResult::Cancelled);
+        }
+        if !c.success() {
+            return (
+                job.atom,
+                JobResult::Failed {
+                    class: FailureClass::Logical,
+                    criterion: format!("check[{i}]: {}", check.command),
+                    message: with_output(describe(&c.exit), &c.output),
+                    probe_failed: None,
+                },
+            );
+        }
+    }
+    (
+        job.atom,
+        JobResult::Solved {
+            summary: result.summary,
+            output: result.output,
+        },
+    )
+}
+
+/// The running loop over one state file.
+pub struct Engine<'a> {
+    store: &'a mut Store,
+    state: StateFile,
+    graph: WorkGraph,
+    dir: PathBuf,
+    clock: Arc<dyn Clock>,
+    options: Options,
+    observer: &'a mut dyn Observer,
+    cancel: CancellationToken,
+    history: HashMap<AtomId, Vec<Reflection>>,
+    last_save: Instant,
+}
+
+impl<'a> Engine<'a> {
+    /// Prepares a run over `state` (as returned by `Store::open`).
+    pub fn new(
+        store: &'a mut Store,
+        state: StateFile,
+        clock: Arc<dyn Clock>,
+        options: Options,
+        observer: &'a mut dyn Observer,
+        cancel: CancellationToken,
+    ) -> Self {
+        let dir = store.paths().dir().to_path_buf();
+        let graph = WorkGraph::new(&state);
+        Self {
+            store,
+            state,
+            graph,
+            dir,
+            clock,
+            options,
+            observer,
+            cancel,
+            history: HashMap::new(),
+            last_save: Instant::now(),
+        }
+    }
+
+    /// Returns the current state.
+    pub fn state(&self) -> &StateFile {
+        &self.state
+    }
+
+    fn record(&mut self, events: Vec<Event>) -> Result<(), EngineError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let records = self.store.record(&mut self.state, events)?;
+        for record in &records {
+            if !self.graph.apply(&record.event) {
+                self.graph = WorkGraph::new(&self.state);
+            }
+            self.observer.record(record, &self.state);
+        }
+        Ok(())
+    }
+
+    fn save(&mut self) -> Result<(), EngineError> {
+        self.store.commit(&mut self.state, Vec::new())?;
+        self.graph = WorkGraph::new(&self.state);
+        self.last_save = Instant::now();
+        Ok(())
+    }
+
+    fn stop(&mut self, reason: StopReason, message: String, evidence: Option<Evidence>) -> Result<Ended, EngineError> {
+        let stop = StopRecord {
+            reason,
+            at: self.clock.now(),
+            message,
+            evidence,
+        };
+        self.record(vec![Event::RunStopped { stop: stop.clone() }])?;
+        self.save()?;
+        Ok(Ended::Stopped(stop))
+    }
+
+    fn agent_command(&self) -> Option<String> {
+        self.options
+            .agent_command
+            .clone()
+            .or_else(|| self.state.workers.as_ref()?.agent.as_ref().map(|a| a.command.clone()))
+    }
+
+    /// Runs the loop until a stop reason (or one iteration, for `aot step`).
+    pub async fn run(mut self) -> Result<Ended, EngineError> {
+        let gaps = alignment_gaps(&self.state);
+        if !gaps.is_empty() {
+            let message = format!("not aligned; missing: {}", gaps.join("; "));
+            return self.stop(StopReason::Gate, message, None);
+        }
+        let agents: Vec<&str> = self
+            .state
+            .graph
+            .atoms
+            .iter()
+            .filter(|(_, a)| a.agent.is_some())
+            .map(|(id, _)| id.as_str())
+            .collect();
+        if !agents.is_empty() && self.agent_command().is_none() {
+            let message = format!(
+                "agent atoms ({}) need an agent command: set workers.agent.command in the state file or AOT_AGENT_CMD",
+                agents.join(", ")
+            );
+            return self.stop(StopReason::Gate, message, None);
+        }
+        // A new run starts after the user had the chance to fix what blocked the last one.
+        let blocked: Vec<AtomId> = self
+            .state
+            .graph
+            .atoms
+            .iter()
+            .filter(|(_, a)| matches!(a.status, AtomStatus::Blocked | AtomStatus::Running))
+            .map(|(id, _)| id.clone())
+            .collect();
+        let mut events = vec![Event::RunStarted {
+            pid: std::process::id(),
+        }];
+        if !blocked.is_empty() {
+            events.insert(0, Event::AtomsReset { atoms: blocked });
+        }
+        self.record(events)?;
+
+        // The base case may already hold: then there is nothing to do.
+        if let Some(evidence) = self.verify().await?
+            && evidence.exit_code == Some(0)
+        {
+            return self.stop(StopReason::Completed, "the base case holds".into(), Some(evidence));
+        }
+
+        let max_iterations = self
+            .options
+            .max_iterations
+            .unwrap_or_else(|| self.state.objective.constraints.max_iterations());
+        loop {
+            if self.state.run.iteration >= max_iterations {
+                let message = format!("{max_iterations} iterations done and the base case does not hold");
+                return self.stop(StopReason::IterationLimit, message, None);
+            }
+            let iteration = self.state.run.iteration + 1;
+            self.record(vec![Event::IterationStarted { iteration }])?;
+            let (failures, cancelled) = self.round().await?;
+            if cancelled {
+                let reason = self.state.control.stop_reason.clone();
+                let message = reason.map_or("stopped by the user".to_string(), |r| {
+                    format!("stopped by the user: {r}")
+                });
+                return self.stop(StopReason::Manual, message, None);
+            }
+            for (atom, class) in failures {
+                if self.graph.status(&atom) != Some(AtomStatus::Failed) || !self.graph.is_selected(&atom) {
+                    continue;
+                }
+                match self.graph.recover(&atom, class, &FileOrder, &self.state.bindings) {
+                    Recovery::Backtrack { events } => self.record(events)?,
+                    Recovery::Exhausted { atom, tried, events } => {
+                        self.record(events)?;
+                        let message = if tried.is_empty() {
+                            format!("`{atom}` failed and no OR atom above it has an alternative left")
+                        } else {
+                            format!("`{atom}` failed and every alternative was tried ({})", tried.join("; "))
+                        };
+                        return self.stop(StopReason::Exhausted, message, None);
+                    }
+                }
+            }
+            self.save()?;
+            let policy = self.state.objective.constraints.verify();
+            let graph_done = self.graph.selected_solved();
+            if (policy == VerifyPolicy::EveryIteration || graph_done)
+                && let Some(evidence) = self.verify().await?
+            {
+                if evidence.exit_code == Some(0) {
+                    return self.stop(StopReason::Completed, "the base case holds".into(), Some(evidence));
+                }
+                if graph_done {
+                    let message = format!(
+                        "every atom is solved but the base case still fails ({}): {}",
+                        evidence.exit_code.map_or("killed".into(), |c| format!("exit {c}")),
+                        last_lines(&evidence.output_tail, 3)
+                    );
+                    return self.stop(StopReason::Exhausted, message, Some(evidence));
+                }
+            }
+            if self.graph.ready().next().is_none() && self.graph.choice_points().next().is_none() {
+                let blocked: Vec<String> = self
+                    .state
+                    .graph
+                    .atoms
+                    .iter()
+                    .filter(|(id, a)| a.status == AtomStatus::Blocked && self.graph.is_selected(id))
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                if !blocked.is_empty() {
+                    let reasons: Vec<String> = blocked.iter().map(|id| self.block_reason(id)).collect();
+                    let message = format!(
+                        "blocked: {}; fix the environment, then `aot start` again",
+                        reasons.join("; ")
+                    );
+                    return self.stop(StopReason::Blocked, message, None);
+                }
+                let failed: Vec<String> = self
+                    .state
+                    .graph
+                    .atoms
+                    .iter()
+                    .filter(|(id, a)| a.status == AtomStatus::Failed && self.graph.is_selected(id))
+                    .map(|(id, _)| self.last_failure(id))
+                    .collect();
+                let message = if failed.is_empty() {
+                    "nothing left that can run".to_string()
+                } else {
+                    format!("nothing left that can run; failed: {}", failed.join("; "))
+                };
+                return self.stop(StopReason::Exhausted, message, None);
+            }
+            if self.options.one_iteration {
+                self.record(vec![Event::RunPaused {}])?;
+                self.save()?;
+                return Ok(Ended::Paused);
+            }
+        }
+    }
+
+    /// Returns "`id`: criterion: message" from the atom's last failure in the trail.
+    fn last_failure(&self, id: &str) -> String {
+        self.state
+            .trail
+            .iter()
+            .rev()
+            .find_map(|t| match t {
+                crate::state::TrailEntry::Failure {
+                    atom,
+                    criterion,
+                    message,
+                    ..
+                } if atom == id => Some(format!("`{id}` ({criterion}): {}", first_line(message))),
+                _ => None,
+            })
+            .unwrap_or_else(|| format!("`{id}`"))
+    }
+
+    fn block_reason(&self, id: &str) -> String {
+        self.history
+            .get(id)
+            .and_then(|h| h.last())
+            .map_or_else(|| format!("`{id}` is blocked"), |r| format!("`{id}`: {}", r.message))
+    }
+
+    /// Runs the base case; `None` if there is none.
+    async fn verify(&mut self) -> Result<Option<Evidence>, EngineError> {
+        let Some(base) = self.state.objective.base_case.clone() else {
+            return Ok(None);
+        };
+        let spec = CommandSpec {
+            command: base.command.clone(),
+            cwd: self.dir.clone(),
+            env: vec![("AOT_STATE".into(), self.store.paths().state.display().to_string())],
+            stdin: None,
+            timeout: Some(base.timeout()),
+        };
+        let result = worker::run(&spec, &self.cancel).await;
+        if result.exit == Exit::Cancelled {
+            return Ok(None);
+        }
+        let evidence = Evidence {
+            command: base.command,
+            exit_code: result.code(),
+            output_tail: result.output,
+            at: self.clock.now(),
+            duration_ms: result.duration.as_millis() as u64,
+        };
+        self.record(vec![Event::BaseCaseChecked {
+            evidence: evidence.clone(),
+        }])?;
+        Ok(Some(evidence))
+    }
+
+    /// One round; returns the atoms that failed for good and whether it was cancelled.
+    async fn round(&mut self) -> Result<(Vec<(AtomId, FailureClass)>, bool), EngineError> {
+        let parallel = self.state.objective.constraints.max_parallel_agents().max(1) as usize;
+        let max_attempts = 1 + self.state.objective.constraints.max_retries();
+        let mut running: JoinSet<(AtomId, JobResult)> = JoinSet::new();
+        let mut in_flight: HashSet<AtomId> = HashSet::new();
+        let mut failures = Vec::new();
+        let mut cancelled = Vec::new();
+        // Speculative OR atoms being raced: group → (alternative → its cancel token).
+        let mut races: HashMap<AtomId, HashMap<AtomId, CancellationToken>> = HashMap::new();
+        loop {
+            if failures.is_empty() && !self.cancel.is_cancelled() && !self.state.control.stop_requested {
+                // Speculative OR atoms: every eligible alternative runs at once.
+                for group in self.speculative_choice_points() {
+                    let racers: Vec<AtomId> = self
+                        .graph
+                        .untried(&group)
+                        .into_iter()
+                        .filter(|alt| self.graph.status(alt) == Some(AtomStatus::Pending) && self.deps_solved(alt))
+                        .filter(|alt| !in_flight.contains(*alt))
+                        .map(String::from)
+                        .collect();
+                    for alt in racers {
+                        if in_flight.len() >= parallel {
+                            break;
+                        }
+                        let attempt = self.state.graph.atoms[&alt].attempts + 1;
+                        self.record(vec![Event::AtomStarted {
+                            atom: alt.clone(),
+                            attempt,
+                        }])?;
+                        let token = self.cancel.child_token();
+                        races
+                            .entry(group.clone())
+                            .or_default()
+                            .insert(alt.clone(), token.clone());
+                        running.spawn(run_job(self.job(&alt, attempt), token));
+                        in_flight.insert(alt);
+                    }
+                }
+                let racing: HashSet<AtomId> = races.keys().cloned().collect();
+                self.make_choices(&mut failures, &racing)?;
+                while in_flight.len() < parallel && failures.is_empty() {
+                    let next = self.graph.ready().find(|id| !in_flight.contains(*id)).map(String::from);
+                    let Some(atom) = next else { break };
+                    let attempt = self.state.graph.atoms[&atom].attempts + 1;
+                    self.record(vec![Event::AtomStarted {
+                        atom: atom.clone(),
+                        attempt,
+                    }])?;
+                    let job = self.job(&atom, attempt);
+                    in_flight.insert(atom);
+                    running.spawn(run_job(job, self.cancel.child_token()));
+                }
+            }
+            if self.state.control.stop_requested {
+                self.cancel.cancel();
+            }
+            let Some(joined) = running.join_next().await else { break };
+            let Ok((atom, result)) = joined else { continue };
+            in_flight.remove(&atom);
+            match result {
+                JobResult::Cancelled => cancelled.push(atom),
+                JobResult::Solved { summary, output } => {
+                    let binding = Binding {
+                        summary,
+                        output_tail: output,
+                        artifacts: Vec::new(),
+                        at: self.clock.now(),
+                        attempt: self.state.graph.atoms[&atom].attempts,
+                    };
+                    let race = races
+                        .iter()
+                        .find(|(_, r)| r.contains_key(&atom))
+                        .map(|(g, _)| g.clone());
+                    if let Some(group) = race {
+                        // First success wins the race; the others are cancelled and discarded.
+                        let racers = races.remove(&group).unwrap_or_default();
+                        let remaining: Vec<AtomId> = self
+                            .graph
+                            .untried(&group)
+                            .into_iter()
+                            .filter(|a| *a != atom)
+                            .map(String::from)
+                            .collect();
+                        for (other, token) in &racers {
+                            if *other != atom {
+                                token.cancel();
+                            }
+                        }
+                        self.record(vec![Event::OrChosen {
+                            group,
+                            chosen: atom.clone(),
+                            remaining,
+                            reason: "first to succeed in a speculative race".into(),
+                        }])?;
+                    }
+                    let events = self.graph.solve(&atom, binding);
+                    self.record(events)?;
+                }
+                JobResult::Failed {
+                    class,
+                    criterion,
+                    message,
+                    probe_failed,
+                } => {
+                    let attempt = self.state.graph.atoms[&atom].attempts;
+                    self.history.entry(atom.clone()).or_default().push(Reflection {
+                        attempt,
+                        criterion: criterion.clone(),
+                        class,
+                        message: message.clone(),
+                    });
+                    if let Some(probe) = probe_failed {
+                        // Two independent signals: the environment is down, not the approach.
+                        let reason = format!("{message}; {probe}");
+                        self.history.entry(atom.clone()).or_default().push(Reflection {
+                            attempt,
+                            criterion,
+                            class,
+                            message: reason.clone(),
+                        });
+                        let mut events = vec![Event::AtomBlocked {
+                            atom: atom.clone(),
+                            reason: reason.clone(),
+                        }];
+                        for dependent in self.cascade(&atom) {
+                            events.push(Event::AtomBlocked {
+                                atom: dependent,
+                                reason: format!("depends on blocked `{atom}` with the same tool"),
+                            });
+                        }
+                        self.record(events)?;
+                    } else if attempt < max_attempts {
+                        self.record(vec![Event::AttemptFailed {
+                            atom,
+                            attempt,
+                            class,
+                            criterion,
+                            message,
+                        }])?;
+                    } else {
+                        self.record(vec![Event::AtomFailed {
+                            atom: atom.clone(),
+                            class,
+                            criterion,
+                            message,
+                        }])?;
+                        let racer = races.values_mut().any(|r| r.remove(&atom).is_some());
+                        races.retain(|_, r| !r.is_empty());
+                        // A losing racer is not a failure of the graph: its OR atom
+                        // fails only when no alternative is left.
+                        if !racer {
+                            failures.push((atom, class));
+                        }
+                    }
+                }
+            }
+            if self.last_save.elapsed() > Duration::from_secs(1) {
+                self.save()?;
+            }
+        }
+        if !cancelled.is_empty() {
+            // Partial results are discarded: the atoms go back to pending.
+            self.record(vec![Event::AtomsReset {
+                atoms: cancelled.clone(),
+            }])?;
+        }
+        Ok((
+            failures,
+            self.cancel.is_cancelled() || self.state.control.stop_requested,
+        ))
+    }
+
+    /// Chooses at every OR atom waiting for a choice; an OR atom with nothing
+    /// left to choose fails.
+    fn make_choices(
+        &mut self,
+        failures: &mut Vec<(AtomId, FailureClass)>,
+        racing: &HashSet<AtomId>,
+    ) -> Result<(), EngineError> {
+        loop {
+            let next = self
+                .graph
+                .choice_points()
+                .find(|g| !racing.contains(*g))
+                .map(String::from);
+            let Some(group) = next else { return Ok(()) };
+            let events = self.graph.choose(&group, &FileOrder, &self.state.bindings);
+            if events.is_empty() {
+                self.record(vec![Event::AtomFailed {
+                    atom: group.clone(),
+                    class: FailureClass::Logical,
+                    criterion: "or".into(),
+                    message: "no alternative left to choose".into(),
+                }])?;
+                failures.push((group, FailureClass::Logical));
+                return Ok(());
+            }
+            self.record(events)?;
+        }
+    }
+
+    /// Returns the speculative OR atoms waiting for a choice.
+    fn speculative_choice_points(&self) -> Vec<AtomId> {
+        self.graph
+            .choice_points()
+            .filter(|g| self.state.graph.atoms.get(*g).is_some_and(|a| a.speculative))
+            .map(String::from)
+            .collect()
+    }
+
+    /// Returns whether every dependency of an atom is solved.
+    fn deps_solved(&self, atom: &str) -> bool {
+        self.state
+            .graph
+            .atoms
+            .get(atom)
+            .is_some_and(|a| a.deps.iter().all(|d| self.graph.status(d) == Some(AtomStatus::Solved)))
+    }
+
+    /// Returns the atoms that depend (transitively) on `atom` and use its tool.
+    fn cascade(&self, atom: &str) -> Vec<AtomId> {
+        let atoms = &self.state.graph.atoms;
+        let tool = atoms.get(atom).and_then(Atom::tool);
+        let mut out = Vec::new();
+        let mut frontier = vec![atom.to_string()];
+        let mut seen = HashSet::new();
+        while let Some(current) = frontier.pop() {
+            for (id, a) in atoms {
+                if a.deps.contains(&current) && seen.insert(id.clone()) {
+                    frontier.push(id.clone());
+                    if a.tool() == tool && matches!(a.status, AtomStatus::Pending) {
+                        out.push(id.clone());
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn job(&self, atom_id: &str, attempt: u32) -> Job {
+        let atom = &self.state.graph.atoms[atom_id];
+        let bindings = &self.state.bindings;
+        let render = |text: &str| contract::render(text, bindings).unwrap_or_else(|_| text.to_string());
+        let cwd = atom.cwd.as_ref().map_or_else(|| self.dir.clone(), |c| self.dir.join(c));
+        let mut env: Vec<(String, String)> = atom.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        env.extend(contract::binding_env(&self.state, atom_id));
+        env.push(("AOT_ATOM".into(), atom_id.to_string()));
+        env.push(("AOT_ATTEMPT".into(), attempt.to_string()));
+        env.push(("AOT_STATE".into(), self.store.paths().state.display().to_string()));
+        let history = self.history.get(atom_id).cloned().unwrap_or_default();
+        if let Some(last) = history.last() {
+            let signal = CorrectionSignal {
+                atom: atom_id.to_string(),
+                attempt,
+                failed_criterion: last.criterion.clone(),
+                class: last.class,
+                message: last.message.clone(),
+                history: history.clone(),
+            };
+            env.push((
+                "AOT_CORRECTION".into(),
+                serde_json::to_string(&signal).unwrap_or_default(),
+            ));
+        }
+        let timeout = atom.timeout.map(|t| t.0);
+        let spec = |command: String, stdin: Option<String>| CommandSpec {
+            command,
+            cwd: cwd.clone(),
+            env: env.clone(),
+            stdin,
+            timeout,
+        };
+        let run = match (&atom.run, &atom.agent) {
+            (Some(run), _) => spec(render(run), None),
+            (None, Some(task)) => {
+                let prompt = self.prompt(atom_id, &render(task), &history);
+                spec(self.agent_command().unwrap_or_default(), Some(prompt))
+            }
+            (None, None) => spec("true".into(), None),
+        };
+        Job {
+            atom: atom_id.to_string(),
+            run,
+            checks: atom.check.iter().map(|c| spec(render(c), None)).collect(),
+            probe: atom.probe.as_ref().map(|p| spec(render(p), None)),
+            environmental_codes: atom
+                .environmental_exit_codes
+                .clone()
+                .unwrap_or_else(|| Atom::DEFAULT_ENVIRONMENTAL_EXIT_CODES.to_vec()),
+        }
+    }
+
+    fn prompt(&self, atom_id: &str, task: &str, history: &[Reflection]) -> String {
+        let atom = &self.state.graph.atoms[atom_id];
+        let list = |items: Vec<String>| {
+            if items.is_empty() {
+                "(none)".to_string()
+            } else {
+                items.join("\n")
+            }
+        };
+        let bindings = list(
+            atom.deps
+                .iter()
+                .filter_map(|d| self.state.bindings.get(d).map(|b| format!("- {d}: {}", b.summary)))
+                .collect(),
+        );
+        let corrections = list(
+            history
+                .iter()
+                .map(|r| {
+                    format!(
+                        "- attempt {} failed {} ({:?}): {}",
+                        r.attempt, r.criterion, r.class, r.message
+                    )
+                })
+                .collect(),
+        );
+        let checks = list(atom.check.iter().map(|c| format!("- `{c}`")).collect());
+        AGENT_PROMPT
+            .replace("{{goal}}", self.state.objective.goal.as_deref().unwrap_or_default())
+            .replace("{{atom}}", atom_id)
+            .replace("{{task}}", task)
+            .replace("{{bindings}}", &bindings)
+            .replace("{{must_not}}", "(none)")
+            .replace("{{should_prefer}}", "(none)")
+            .replace("{{corrections}}", &corrections)
+            .replace("{{checks}}", &checks)
+    }
+}

@@ -1,0 +1,351 @@
+//! `aot start` and `aot step` with the real binary: every example, stop
+//! reasons and exit codes, the no-inertia rule, the agent worker's prompt,
+//! blockers, and one runner per file.
+
+use aot::document;
+use aot::state::{AtomStatus, RunStatus, StopReason, TrailEntry};
+
+use crate::common::{TestEnv, examples};
+
+/// A complete, aligned objective for hand-written test files.
+fn aligned(base_case: &str, extra: &str) -> String {
+    format!(
+        "version: 1\nobjective:\n  goal: test\n  background_intent: test\n  deliverables: test\n  definition_of_done: test\n  base_case: {{ command: \"{base_case}\" }}\n{extra}"
+    )
+}
+
+fn state(env: &TestEnv, name: &str) -> aot::state::StateFile {
+    document::read(&env.path(name)).unwrap().state
+}
+
+#[test]
+fn every_example_runs_to_completion() {
+    for example in examples() {
+        let env = TestEnv::new();
+        let name = example.file_name().unwrap().to_str().unwrap();
+        env.example(name);
+        let run = env.aot(&["--state", name, "start"]);
+        assert_eq!(run.code, 0, "{name}:\n{}", run.transcript());
+        let s = state(&env, name);
+        let stop = s.run.stop.clone().unwrap();
+        assert_eq!(stop.reason, StopReason::Completed, "{name}");
+        assert_eq!(
+            stop.evidence.unwrap().exit_code,
+            Some(0),
+            "{name}: completion carries its evidence"
+        );
+        assert_eq!(s.run.status, RunStatus::Stopped);
+        assert!(!s.bindings.is_empty(), "{name}: solved atoms are bound");
+        assert_eq!(
+            env.aot(&["--state", name, "replay", "--check"]).code,
+            0,
+            "{name}: journal and file agree"
+        );
+        // Without a terminal, progress is one JSON record per line.
+        for line in run.stdout.lines() {
+            let record: serde_json::Value =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("{name}: {e}: {line}"));
+            assert!(record["seq"].is_u64() && record["event"]["type"].is_string(), "{line}");
+        }
+    }
+}
+
+#[test]
+fn the_or_fallback_example_backtracks_and_records_the_trail() {
+    let env = TestEnv::new();
+    env.example("or-fallback.yaml");
+    assert_eq!(env.aot(&["--state", "or-fallback.yaml", "start"]).code, 0);
+    let s = state(&env, "or-fallback.yaml");
+    let kinds: Vec<String> = s
+        .trail
+        .iter()
+        .map(|t| match t {
+            TrailEntry::OrChoice { chosen, .. } => format!("or_choice {chosen}"),
+            TrailEntry::Failure { atom, criterion, .. } => format!("failure {atom} {criterion}"),
+            TrailEntry::Backtrack { from, to, .. } => format!("backtrack {from}->{to}"),
+            TrailEntry::UserCorrection { .. } => "user_correction".into(),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "or_choice from-remote",
+            "failure from-remote check[0]: grep -q '^mode=[a-z]' out/config.txt",
+            "backtrack from-remote->from-default"
+        ]
+    );
+    assert_eq!(s.bindings["config"].summary, "wrote default config");
+    assert_eq!(
+        s.bindings["report"].summary, "config from wrote default config",
+        "contraction reached the dependent"
+    );
+    assert_eq!(s.graph.atoms["from-remote"].attempts, 2, "1 + max_retries (1) attempts");
+}
+
+#[test]
+fn a_failing_action_is_not_repeated_beyond_its_retries_or_after_its_alternative() {
+    let env = TestEnv::new();
+    let atoms = r#"  constraints: { max_retries: 2 }
+graph:
+  atoms:
+    pick: { or: [a, b] }
+    a: { run: 'echo run >> a.count', check: ['false'] }
+    b: { run: 'echo run >> b.count', check: ['false'] }
+"#;
+    env.write("aot.yaml", &aligned("false", atoms));
+    let run = env.aot(&["start"]);
+    assert_eq!(run.code, 5, "exhausted:\n{}", run.transcript());
+    let count = |f: &str| std::fs::read_to_string(env.path(f)).unwrap().lines().count();
+    assert_eq!(
+        (count("a.count"), count("b.count")),
+        (3, 3),
+        "each alternative ran 1 + max_retries times"
+    );
+    // A second start does not run what already failed.
+    let again = env.aot(&["start"]);
+    assert_eq!(again.code, 5, "{}", again.transcript());
+    assert_eq!(
+        (count("a.count"), count("b.count")),
+        (3, 3),
+        "nothing failed is run again"
+    );
+    let stop = state(&env, "aot.yaml").run.stop.unwrap();
+    assert!(
+        stop.message.contains("a, b"),
+        "the stop names what was tried: {}",
+        stop.message
+    );
+}
+
+#[test]
+fn retries_carry_the_correction_signal() {
+    let env = TestEnv::new();
+    let atoms = r#"  constraints: { max_retries: 1 }
+graph:
+  atoms:
+    flaky:
+      run: |
+        echo "$AOT_ATTEMPT ${AOT_CORRECTION:-none}" >> seen.log
+        test "$AOT_ATTEMPT" = 2 && echo 'summary: second time lucky'
+"#;
+    env.write(
+        "aot.yaml",
+        &aligned(
+            "test -f seen.log && grep -q lucky seen.log || grep -q '^2 ' seen.log",
+            atoms,
+        ),
+    );
+    let run = env.aot(&["start"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    let seen = std::fs::read_to_string(env.path("seen.log")).unwrap();
+    let lines: Vec<&str> = seen.lines().collect();
+    assert_eq!(lines[0], "1 none");
+    let correction: serde_json::Value = serde_json::from_str(lines[1].trim_start_matches("2 ")).unwrap();
+    assert_eq!(correction["failed_criterion"], "run");
+    assert_eq!(correction["class"], "logical");
+    assert_eq!(correction["history"][0]["attempt"], 1);
+    assert_eq!(state(&env, "aot.yaml").bindings["flaky"].summary, "second time lucky");
+}
+
+#[test]
+fn the_agent_worker_gets_goal_bindings_and_the_failed_criterion_on_stdin() {
+    let env = TestEnv::new();
+    // A fake agent: saves each prompt, succeeds on its second attempt.
+    env.write(
+        "agent.sh",
+        "#!/bin/sh\nn=$(ls prompt-*.txt 2>/dev/null | wc -l)\ncat > prompt-$n.txt\nif [ \"$n\" -ge 1 ]; then touch done.flag; fi\necho 'summary: agent did it'\n",
+    );
+    let atoms = r#"workers: { agent: { command: 'sh agent.sh' } }
+graph:
+  atoms:
+    fetch: { run: "echo 'summary: 42 crates fetched'" }
+    fix:
+      agent: Make the lexer tests pass
+      deps: [fetch]
+      check: ['test -f done.flag']
+"#;
+    env.write("aot.yaml", &aligned("test -f done.flag", atoms));
+    let run = env.aot(&["start"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    let first = std::fs::read_to_string(env.path("prompt-0.txt")).unwrap();
+    assert!(first.contains("# Goal of the whole task\ntest"), "{first}");
+    assert!(first.contains("Make the lexer tests pass"), "{first}");
+    assert!(
+        first.contains("- fetch: 42 crates fetched"),
+        "the dependency's binding:\n{first}"
+    );
+    assert!(first.contains("- `test -f done.flag`"), "{first}");
+    let second = std::fs::read_to_string(env.path("prompt-1.txt")).unwrap();
+    assert!(
+        second.contains("attempt 1 failed check[0]: test -f done.flag"),
+        "the failed criterion:\n{second}"
+    );
+}
+
+#[test]
+fn agent_atoms_without_an_agent_command_stop_at_the_gate() {
+    let env = TestEnv::new();
+    env.write(
+        "aot.yaml",
+        &aligned("false", "graph:\n  atoms:\n    fix: { agent: do it }\n"),
+    );
+    let run = env.aot(&["start"]);
+    assert_eq!(run.code, 6, "{}", run.transcript());
+    assert!(
+        state(&env, "aot.yaml")
+            .run
+            .stop
+            .unwrap()
+            .message
+            .contains("AOT_AGENT_CMD")
+    );
+}
+
+#[test]
+fn an_unaligned_objective_stops_at_the_gate_naming_what_is_missing() {
+    let env = TestEnv::new();
+    env.write(
+        "aot.yaml",
+        "version: 1\nobjective:\n  goal: g\ngraph:\n  atoms:\n    a: { run: 'true' }\n",
+    );
+    let run = env.aot(&["start"]);
+    assert_eq!(run.code, 6);
+    let message = state(&env, "aot.yaml").run.stop.unwrap().message;
+    for missing in ["background_intent", "deliverables", "definition_of_done", "base_case"] {
+        assert!(message.contains(missing), "{message}");
+    }
+    assert!(!message.contains("objective.goal"), "{message}");
+}
+
+#[test]
+fn a_base_case_that_already_holds_stops_before_any_work() {
+    let env = TestEnv::new();
+    env.write(
+        "aot.yaml",
+        &aligned("true", "graph:\n  atoms:\n    a: { run: 'touch ran' }\n"),
+    );
+    assert_eq!(env.aot(&["start"]).code, 0);
+    assert!(!env.path("ran").exists());
+    assert_eq!(state(&env, "aot.yaml").run.iteration, 0);
+}
+
+#[test]
+fn a_solved_graph_with_a_failing_base_case_is_exhausted() {
+    let env = TestEnv::new();
+    env.write(
+        "aot.yaml",
+        &aligned("false", "graph:\n  atoms:\n    a: { run: 'true' }\n"),
+    );
+    let run = env.aot(&["start"]);
+    assert_eq!(run.code, 5);
+    assert!(
+        state(&env, "aot.yaml")
+            .run
+            .stop
+            .unwrap()
+            .message
+            .contains("every atom is solved but the base case still fails")
+    );
+}
+
+#[test]
+fn the_iteration_limit_stops_with_exit_8() {
+    let env = TestEnv::new();
+    let atoms = r#"  constraints: { max_retries: 0 }
+graph:
+  atoms:
+    pick: { or: [a, b, c, d] }
+    a: { run: 'false' }
+    b: { run: 'false' }
+    c: { run: 'false' }
+    d: { run: 'false' }
+"#;
+    env.write("aot.yaml", &aligned("false", atoms));
+    let run = env.aot(&["start", "--max-iterations", "2"]);
+    assert_eq!(run.code, 8, "{}", run.transcript());
+    assert_eq!(
+        state(&env, "aot.yaml").run.stop.unwrap().reason,
+        StopReason::IterationLimit
+    );
+}
+
+#[test]
+fn an_environmental_failure_confirmed_by_its_probe_blocks_and_names_the_fix() {
+    let env = TestEnv::new();
+    let atoms = r#"graph:
+  atoms:
+    deploy:
+      run: 'exit 75'
+      probe: 'echo registry unreachable >&2; false'
+      tool: registry
+    verify: { run: 'true', deps: [deploy], tool: registry }
+"#;
+    env.write("aot.yaml", &aligned("false", atoms));
+    let run = env.aot(&["start"]);
+    assert_eq!(run.code, 7, "{}", run.transcript());
+    let s = state(&env, "aot.yaml");
+    assert_eq!(s.graph.atoms["deploy"].status, AtomStatus::Blocked);
+    assert_eq!(
+        s.graph.atoms["verify"].status,
+        AtomStatus::Blocked,
+        "cascade: same tool"
+    );
+    let message = s.run.stop.unwrap().message;
+    assert!(
+        message.contains("deploy") && message.contains("registry unreachable"),
+        "{message}"
+    );
+    assert_eq!(s.graph.atoms["deploy"].attempts, 1, "a blocker is not retried");
+}
+
+#[test]
+fn step_runs_one_iteration_and_start_continues() {
+    let env = TestEnv::new();
+    env.example("or-fallback.yaml");
+    let run = env.aot(&["--state", "or-fallback.yaml", "step"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    let s = state(&env, "or-fallback.yaml");
+    assert_eq!((s.run.status, s.run.iteration), (RunStatus::Paused, 1));
+    assert_eq!(s.graph.atoms["config"].chosen.as_deref(), Some("from-default"));
+    let run = env.aot(&["--state", "or-fallback.yaml", "start"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    assert_eq!(state(&env, "or-fallback.yaml").run.iteration, 2);
+}
+
+#[test]
+fn a_second_runner_on_the_same_file_fails_naming_the_first() {
+    let env = TestEnv::new();
+    env.write(
+        "aot.yaml",
+        &aligned(
+            "false",
+            "graph:\n  atoms:\n    wait: { run: 'touch started; sleep 30' }\n",
+        ),
+    );
+    let mut first = std::process::Command::new(env!("CARGO_BIN_EXE_aot"))
+        .arg("start")
+        .current_dir(env.dir.path())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait (bounded) until the first runner's atom has started.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !env.path("started").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first runner never started its atom"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let second = env.aot(&["start"]);
+    first.kill().unwrap();
+    first.wait().unwrap();
+    assert_eq!(second.code, 1);
+    assert!(
+        second
+            .stderr
+            .contains(&format!("aot is already running on aot.yaml (pid {})", first.id())),
+        "{}",
+        second.stderr
+    );
+}
