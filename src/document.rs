@@ -231,6 +231,40 @@ pub fn parse(label: &str, text: &str, format: Format) -> Result<StateFile, Diagn
     }
 }
 
+/// A plan file (`aot align --plan`): an `atoms:` map, the shape of `graph.atoms`.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    /// The atoms, in file order.
+    pub atoms: indexmap::IndexMap<crate::state::AtomId, crate::state::Atom>,
+}
+
+/// Reads a plan file, reporting errors at their line and column.
+pub fn read_plan(path: &Path) -> Result<Plan, ReadError> {
+    let label = path.display().to_string();
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Err(ReadError::NotFound(path.to_path_buf())),
+        Err(source) => {
+            return Err(ReadError::Io {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    let parsed = match Format::of(path) {
+        Format::Yaml => serde_saphyr::from_str::<Plan>(&text).map_err(|e| saphyr_diagnostic(&e)),
+        Format::Json => serde_json::from_str::<Plan>(&text).map_err(|e| {
+            Diagnostic::new(strip_json_position(&e.to_string())).at(Some(Loc {
+                line: e.line() as u64,
+                column: e.column().max(1) as u64,
+                len: 1,
+            }))
+        }),
+    };
+    parsed.map_err(|d| ReadError::Invalid(Diagnostics::new(label, Some(&text), vec![d])))
+}
+
 /// Validates a state that did not come from text (e.g. built by a command).
 pub fn check(state: &StateFile, label: &str) -> Result<(), Diagnostics> {
     let problems = validate::check_semantics(state, None);

@@ -1,6 +1,7 @@
 //! The CLI layer: clap arguments, one module per subcommand, and one error type
 //! whose kind decides the exit code.
 
+mod align;
 mod graph;
 mod replay;
 mod run;
@@ -51,6 +52,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Write a new state file: the objective (goal, base case, background, deliverables, done) and the initial graph
+    Align(align::Args),
     /// Run the loop until the base case holds or another stop reason
     Start(run::StartArgs),
     /// Run one iteration, save, and exit
@@ -181,6 +184,7 @@ pub fn main() -> i32 {
         color: color_stderr(),
     };
     let result = match cli.command {
+        Command::Align(args) => align::run(&ctx, args),
         Command::Start(args) => run::start(&ctx, args),
         Command::Step(args) => run::step(&ctx, args),
         Command::Validate(args) => validate::run(&ctx, args),

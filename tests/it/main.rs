@@ -1,5 +1,6 @@
 //! Integration tests: one binary, one module per area (as jj does).
 
+mod align;
 mod child;
 mod cli;
 mod common;
