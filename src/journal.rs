@@ -157,6 +157,8 @@ pub struct Journal {
     len: u64,
     lines: usize,
     durable: bool,
+    /// Appended since the last fsync (group commit: synced before the state file changes).
+    unsynced: bool,
 }
 
 impl Journal {
@@ -191,6 +193,7 @@ impl Journal {
             len: contents.valid_len,
             lines,
             durable: true,
+            unsynced: false,
         };
         Ok((journal, contents))
     }
@@ -250,6 +253,28 @@ impl Journal {
     /// Appends a batch of events as one write and (if durable) one `fsync`;
     /// returns the records with their sequence numbers.
     pub fn append(&mut self, at: Timestamp, events: Vec<Event>) -> Result<Vec<Record>, JournalError> {
+        let records = self.append_deferred(at, events)?;
+        self.sync()?;
+        Ok(records)
+    }
+
+    /// Makes every appended record durable (one `fsync` for all of them: group
+    /// commit). A no-op when nothing was appended since the last sync.
+    pub fn sync(&mut self) -> Result<(), JournalError> {
+        if self.durable && self.unsynced {
+            self.file.sync_data().map_err(|source| JournalError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+        }
+        self.unsynced = false;
+        Ok(())
+    }
+
+    /// Appends a batch as one write, flushed to the OS (so it survives a killed
+    /// process) but not yet synced to disk: call [`Journal::sync`] before
+    /// anything that depends on it becomes visible, such as the state file.
+    pub fn append_deferred(&mut self, at: Timestamp, events: Vec<Event>) -> Result<Vec<Record>, JournalError> {
         if events.is_empty() {
             return Ok(Vec::new());
         }
@@ -275,9 +300,7 @@ impl Journal {
         };
         self.file.write_all(&buffer).map_err(io)?;
         self.file.flush().map_err(io)?;
-        if self.durable {
-            self.file.sync_data().map_err(io)?;
-        }
+        self.unsynced = true;
         self.len += buffer.len() as u64;
         self.lines += records.len();
         self.last_seq += records.len() as u64;

@@ -382,13 +382,14 @@ impl Store {
     }
 
     /// Journals `events` and applies them to `state` without writing the file
-    /// (the loop saves at iteration boundaries). Records other processes
+    /// (the loop saves at iteration boundaries). The records are flushed to the
+    /// OS at once and synced to disk with the next save (group commit). Records other processes
     /// appended meanwhile are applied first. Returns every new record, theirs
     /// then ours, so callers can fold them into their own views.
     pub fn record(&mut self, state: &mut StateFile, events: Vec<Event>) -> Result<Vec<Record>, StoreError> {
         let _lock = self.lock()?;
         let mut records = self.catch_up(state)?;
-        records.extend(self.append_and_apply(state, events)?);
+        records.extend(self.append_deferred(state, events)?);
         Ok(records)
     }
 
@@ -478,9 +479,17 @@ impl Store {
     }
 
     fn append_and_apply(&mut self, state: &mut StateFile, events: Vec<Event>) -> Result<Vec<Record>, StoreError> {
+        let records = self.append_deferred(state, events)?;
+        self.ensure_journal()?.sync()?;
+        Ok(records)
+    }
+
+    /// Journals without an fsync: `write` syncs the journal before the state
+    /// file changes, so the file never shows what the disk may not keep.
+    fn append_deferred(&mut self, state: &mut StateFile, events: Vec<Event>) -> Result<Vec<Record>, StoreError> {
         let at = self.clock.now();
         let journal = self.ensure_journal()?;
-        let records = journal.append(at, events)?;
+        let records = journal.append_deferred(at, events)?;
         for record in &records {
             event::apply(state, record);
         }
@@ -494,6 +503,7 @@ impl Store {
     }
 
     fn write(&mut self, state: &StateFile) -> Result<(), StoreError> {
+        self.ensure_journal()?.sync()?;
         let text = self.render(state)?;
         write_atomic(&self.paths.state, text.as_bytes()).map_err(io_error(&self.paths.state))?;
         self.unsaved.clear();
