@@ -401,10 +401,11 @@ impl<'a> Engine<'a> {
                     Recovery::Backtrack { events } => self.record(events)?,
                     Recovery::Exhausted { atom, tried, events } => {
                         self.record(events)?;
+                        let failure = self.last_failure(&atom);
                         let message = if tried.is_empty() {
-                            format!("`{atom}` failed and no OR atom above it has an alternative left")
+                            format!("{failure}; no OR atom above it has an alternative left")
                         } else {
-                            format!("`{atom}` failed and every alternative was tried ({})", tried.join("; "))
+                            format!("{failure}; every alternative was tried ({})", tried.join("; "))
                         };
                         return self.stop(StopReason::Exhausted, message, None);
                     }

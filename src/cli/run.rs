@@ -138,10 +138,19 @@ pub fn step(ctx: &Context, _args: StepArgs) -> Result<i32, CliError> {
     )
 }
 
+/// Returns the wall clock, or — for reproducible tests — a fixed clock starting
+/// at `AOT_TEST_CLOCK` (milliseconds since the epoch) and advancing 1 ms per reading.
+fn clock_from_env() -> Arc<dyn Clock> {
+    match std::env::var("AOT_TEST_CLOCK").ok().and_then(|v| v.parse::<u64>().ok()) {
+        Some(start) => Arc::new(aot::time::FixedClock::new(aot::time::Timestamp::from_millis(start), 1)),
+        None => Arc::new(SystemClock),
+    }
+}
+
 fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
     options.agent_command = std::env::var("AOT_AGENT_CMD").ok().filter(|c| !c.trim().is_empty());
     let json = ctx.json || !std::io::stdout().is_terminal();
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let clock = clock_from_env();
     let mut store = Store::new(&ctx.state, clock.clone());
     let _runner = store::acquire_runner(store.paths(), std::process::id())?;
     let (state, notices) = store.open()?;

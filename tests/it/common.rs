@@ -84,6 +84,23 @@ impl TestEnv {
     pub fn aot(&self, args: &[&str]) -> Run {
         run_aot(self.dir.path(), args)
     }
+
+    /// Runs the real binary with the fixed test clock.
+    pub fn aot_fixed_clock(&self, args: &[&str]) -> Run {
+        let output = Command::new(env!("CARGO_BIN_EXE_aot"))
+            .args(args)
+            .current_dir(self.dir.path())
+            .env_remove("AOT_STATE")
+            .env("NO_COLOR", "1")
+            .env("AOT_TEST_CLOCK", "1767225600000")
+            .output()
+            .expect("run aot");
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
 }
 
 /// What a run of the binary produced.

@@ -349,3 +349,74 @@ fn a_second_runner_on_the_same_file_fails_naming_the_first() {
         second.stderr
     );
 }
+
+/// The state file with what varies between runs (pids, durations) masked.
+fn redacted(env: &TestEnv, name: &str) -> String {
+    let text = std::fs::read_to_string(env.path(name)).unwrap();
+    text.lines()
+        .map(|line| match line.split_once("duration_ms: ") {
+            Some((indent, _)) => format!("{indent}duration_ms: [ms]"),
+            None => line.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Steps an example to its end, snapshotting the state after every iteration.
+fn snapshot_each_iteration(example: &str) {
+    let env = TestEnv::new();
+    env.example(example);
+    for iteration in 1..=10 {
+        let run = env.aot_fixed_clock(&["--state", example, "step"]);
+        assert_eq!(run.code, 0, "{}", run.transcript());
+        insta::assert_snapshot!(format!("{example}__iteration_{iteration}"), redacted(&env, example));
+        if state(&env, example).run.stop.is_some() {
+            return;
+        }
+    }
+    panic!("{example} did not finish in 10 iterations");
+}
+
+#[test]
+fn or_fallback_state_after_each_iteration() {
+    snapshot_each_iteration("or-fallback.yaml");
+}
+
+#[test]
+fn speculative_state_after_each_iteration() {
+    snapshot_each_iteration("speculative.yaml");
+}
+
+#[test]
+fn an_atom_timeout_leaves_no_process_behind() {
+    let env = TestEnv::new();
+    let marker = format!("aot-it-timeout-{}", std::process::id());
+    let atoms = format!(
+        "  constraints: {{ max_retries: 0 }}\ngraph:\n  atoms:\n    hang:\n      run: '(exec -a {marker} sleep 1000) & wait'\n      timeout: 300ms\n"
+    );
+    env.write("aot.yaml", &aligned("false", &atoms));
+    let run = env.aot(&["start"]);
+    assert_eq!(run.code, 5, "{}", run.transcript());
+    let s = state(&env, "aot.yaml");
+    assert!(
+        s.run.stop.unwrap().message.contains("timed out"),
+        "the failure names the timeout"
+    );
+    // The group was killed before aot exited; give the kernel a bounded moment to reap.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let alive = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+            .any(|c| String::from_utf8_lossy(&c).contains(&marker));
+        if !alive {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a grandchild survived its atom's timeout"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
