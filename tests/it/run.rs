@@ -420,3 +420,48 @@ fn an_atom_timeout_leaves_no_process_behind() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+#[test]
+fn ctrl_c_stops_gracefully_and_start_resumes() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+
+    let env = TestEnv::new();
+    let marker = format!("aot-it-sigint-{}", std::process::id());
+    let atoms = format!(
+        "graph:\n  atoms:\n    quick: {{ run: \"echo 'summary: quick done'\" }}\n    long:\n      run: 'touch started; (exec -a {marker} sleep 1000)'\n      deps: [quick]\n"
+    );
+    env.write("aot.yaml", &aligned("test -f finished", &atoms));
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_aot"))
+        .arg("start")
+        .current_dir(env.dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !env.path("started").exists() {
+        assert!(std::time::Instant::now() < deadline, "the long atom never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(3), "{}", String::from_utf8_lossy(&output.stderr));
+    let s = state(&env, "aot.yaml");
+    assert_eq!(s.run.stop.unwrap().reason, StopReason::Manual);
+    assert_eq!(s.graph.atoms["long"].status, AtomStatus::Pending, "interrupted work goes back to pending");
+    assert_eq!(s.bindings["quick"].summary, "quick done", "finished work is kept");
+    let alive = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .any(|c| String::from_utf8_lossy(&c).contains(&marker));
+    assert!(!alive, "the interrupted atom's process group is gone");
+    // Resuming: the long atom runs again (now finishing), quick is not rerun.
+    let text = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
+    let old_run = format!("touch started; (exec -a {marker} sleep 1000)");
+    std::fs::write(env.path("aot.yaml"), text.replace(&old_run, "touch started; touch finished")).unwrap();
+    let run = env.aot(&["start"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    assert_eq!(state(&env, "aot.yaml").graph.atoms["quick"].attempts, 1, "quick was not run again");
+}
