@@ -26,61 +26,144 @@ pub struct StartArgs {
 #[derive(Debug, clap::Args)]
 pub struct StepArgs {}
 
-/// Prints each journaled record: JSON lines, or a readable line per event.
-struct Printer {
-    json: bool,
+/// Shows the run: JSON lines (`--json` or no terminal), or on a terminal one
+/// line per finished event above live lines for the running atoms and a status
+/// line (iteration and counts).
+enum Printer {
+    Json,
+    Live(Live),
+}
+
+struct Live {
+    bars: indicatif::MultiProgress,
+    status: indicatif::ProgressBar,
+    running: std::collections::HashMap<String, indicatif::ProgressBar>,
+}
+
+impl Live {
+    fn new() -> Self {
+        let bars = indicatif::MultiProgress::new();
+        let status = bars.add(indicatif::ProgressBar::new_spinner());
+        status.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+        );
+        status.enable_steady_tick(std::time::Duration::from_millis(120));
+        Self {
+            bars,
+            status,
+            running: std::collections::HashMap::new(),
+        }
+    }
+
+    fn started(&mut self, atom: &str, attempt: u32) {
+        let bar = self.bars.insert_from_back(1, indicatif::ProgressBar::new_spinner());
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("  ● {msg} {elapsed:>4}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+        );
+        let label = if attempt > 1 {
+            format!("{atom} (attempt {attempt})")
+        } else {
+            atom.to_string()
+        };
+        bar.set_message(label);
+        bar.enable_steady_tick(std::time::Duration::from_millis(250));
+        self.running.insert(atom.to_string(), bar);
+    }
+
+    fn finished(&mut self, atom: &str) {
+        if let Some(bar) = self.running.remove(atom) {
+            bar.finish_and_clear();
+            self.bars.remove(&bar);
+        }
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        for bar in self.running.values() {
+            bar.finish_and_clear();
+        }
+        self.status.finish_and_clear();
+    }
 }
 
 fn first_line(text: &str) -> &str {
     text.lines().find(|l| !l.trim().is_empty()).unwrap_or("")
 }
 
+/// Returns the readable line for a record, if it deserves one.
+fn describe(record: &Record) -> Option<String> {
+    Some(match &record.event {
+        Event::RunStarted { pid } => format!("aot: run started (pid {pid})"),
+        Event::IterationStarted { iteration } => format!("── iteration {iteration}"),
+        Event::AtomSolved { atom, binding } => format!("  ✓ {atom}  {}", binding.summary),
+        Event::AttemptFailed {
+            atom,
+            attempt,
+            class,
+            criterion,
+            message,
+        } => format!(
+            "  ✗ {atom} attempt {attempt}: {criterion} failed ({class:?}): {}; retrying",
+            first_line(message)
+        ),
+        Event::AtomFailed {
+            atom,
+            class,
+            criterion,
+            message,
+        } => format!("  ✗ {atom} failed: {criterion} ({class:?}): {}", first_line(message)),
+        Event::OrChosen {
+            group, chosen, reason, ..
+        } => format!("  ◇ {group} → {chosen} ({reason})"),
+        Event::Backtracked { group, from, to, .. } => format!("  ↺ {group}: {from} → {to} (backtrack)"),
+        Event::AtomBlocked { atom, reason } => format!("  ⊘ {atom} blocked: {}", first_line(reason)),
+        Event::AtomsReset { atoms } => format!("  ○ back to pending: {}", atoms.join(", ")),
+        Event::BaseCaseChecked { evidence } => format!(
+            "  ? base case `{}` → {} ({} ms)",
+            evidence.command,
+            evidence.exit_code.map_or("killed".to_string(), |c| format!("exit {c}")),
+            evidence.duration_ms
+        ),
+        _ => return None,
+    })
+}
+
 impl Observer for Printer {
-    fn record(&mut self, record: &Record, _state: &StateFile) {
-        let mut out = std::io::stdout().lock();
-        if self.json {
-            if let Ok(line) = serde_json::to_string(record) {
-                let _ = writeln!(out, "{line}");
+    fn record(&mut self, record: &Record, state: &StateFile) {
+        match self {
+            Printer::Json => {
+                if let Ok(line) = serde_json::to_string(record) {
+                    let _ = writeln!(std::io::stdout().lock(), "{line}");
+                }
             }
-            return;
+            Printer::Live(live) => {
+                match &record.event {
+                    Event::AtomStarted { atom, attempt } => live.started(atom, *attempt),
+                    Event::AtomSolved { atom, .. }
+                    | Event::AttemptFailed { atom, .. }
+                    | Event::AtomFailed { atom, .. }
+                    | Event::AtomBlocked { atom, .. } => live.finished(atom),
+                    Event::AtomsReset { atoms } => atoms.iter().for_each(|a| live.finished(a)),
+                    _ => {}
+                }
+                if let Some(line) = describe(record) {
+                    let _ = live.bars.println(line);
+                }
+                let count = |s: AtomStatus| state.graph.atoms.values().filter(|a| a.status == s).count();
+                live.status.set_message(format!(
+                    "iteration {} · {} solved · {} running · {} pending · {} failed of {}",
+                    state.run.iteration,
+                    count(AtomStatus::Solved),
+                    count(AtomStatus::Running),
+                    count(AtomStatus::Pending),
+                    count(AtomStatus::Failed),
+                    state.graph.atoms.len()
+                ));
+            }
         }
-        let line = match &record.event {
-            Event::RunStarted { pid } => format!("aot: run started (pid {pid})"),
-            Event::IterationStarted { iteration } => format!("── iteration {iteration}"),
-            Event::AtomStarted { atom, attempt } if *attempt > 1 => format!("  ● {atom} (attempt {attempt})"),
-            Event::AtomStarted { atom, .. } => format!("  ● {atom}"),
-            Event::AtomSolved { atom, binding } => format!("  ✓ {atom}  {}", binding.summary),
-            Event::AttemptFailed {
-                atom,
-                attempt,
-                class,
-                criterion,
-                message,
-            } => format!(
-                "  ✗ {atom} attempt {attempt}: {criterion} failed ({class:?}): {}; retrying",
-                first_line(message)
-            ),
-            Event::AtomFailed {
-                atom,
-                class,
-                criterion,
-                message,
-            } => format!("  ✗ {atom} failed: {criterion} ({class:?}): {}", first_line(message)),
-            Event::OrChosen {
-                group, chosen, reason, ..
-            } => format!("  ◇ {group} → {chosen} ({reason})"),
-            Event::Backtracked { group, from, to, .. } => format!("  ↺ {group}: {from} → {to} (backtrack)"),
-            Event::AtomBlocked { atom, reason } => format!("  ⊘ {atom} blocked: {}", first_line(reason)),
-            Event::AtomsReset { atoms } => format!("  ○ back to pending: {}", atoms.join(", ")),
-            Event::BaseCaseChecked { evidence } => format!(
-                "  ? base case `{}` → {} ({} ms)",
-                evidence.command,
-                evidence.exit_code.map_or("killed".to_string(), |c| format!("exit {c}")),
-                evidence.duration_ms
-            ),
-            _ => return,
-        };
-        let _ = writeln!(out, "{line}");
     }
 }
 
@@ -177,7 +260,11 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
         .map_err(|e| CliError::new(format!("cannot start the runtime: {e}")))?;
     let cancel = CancellationToken::new();
     let started = Instant::now();
-    let mut printer = Printer { json };
+    let mut printer = if json {
+        Printer::Json
+    } else {
+        Printer::Live(Live::new())
+    };
     let result = runtime.block_on(async {
         let interrupt = cancel.clone();
         tokio::spawn(async move {
@@ -193,6 +280,7 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
         let engine = Engine::new(&mut store, state, clock, options, &mut printer, cancel);
         engine.run().await
     });
+    drop(printer);
     let ended = result.map_err(|e| CliError::new(e.to_string()))?;
     let (final_state, _) = store.open()?;
     if !json {

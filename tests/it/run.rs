@@ -446,10 +446,19 @@ fn ctrl_c_stops_gracefully_and_start_resumes() {
     }
     kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
     let output = child.wait_with_output().unwrap();
-    assert_eq!(output.status.code(), Some(3), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let s = state(&env, "aot.yaml");
     assert_eq!(s.run.stop.unwrap().reason, StopReason::Manual);
-    assert_eq!(s.graph.atoms["long"].status, AtomStatus::Pending, "interrupted work goes back to pending");
+    assert_eq!(
+        s.graph.atoms["long"].status,
+        AtomStatus::Pending,
+        "interrupted work goes back to pending"
+    );
     assert_eq!(s.bindings["quick"].summary, "quick done", "finished work is kept");
     let alive = std::fs::read_dir("/proc")
         .unwrap()
@@ -460,8 +469,43 @@ fn ctrl_c_stops_gracefully_and_start_resumes() {
     // Resuming: the long atom runs again (now finishing), quick is not rerun.
     let text = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
     let old_run = format!("touch started; (exec -a {marker} sleep 1000)");
-    std::fs::write(env.path("aot.yaml"), text.replace(&old_run, "touch started; touch finished")).unwrap();
+    std::fs::write(
+        env.path("aot.yaml"),
+        text.replace(&old_run, "touch started; touch finished"),
+    )
+    .unwrap();
     let run = env.aot(&["start"]);
     assert_eq!(run.code, 0, "{}", run.transcript());
-    assert_eq!(state(&env, "aot.yaml").graph.atoms["quick"].attempts, 1, "quick was not run again");
+    assert_eq!(
+        state(&env, "aot.yaml").graph.atoms["quick"].attempts,
+        1,
+        "quick was not run again"
+    );
+}
+
+#[test]
+fn and_parallel_siblings_are_bound_even_when_one_fails() {
+    let env = TestEnv::new();
+    let atoms = r#"  constraints: { max_retries: 0, max_parallel_agents: 3 }
+graph:
+  atoms:
+    bad: { run: 'sleep 0.2; exit 1' }
+    good: { run: "sleep 0.4; echo 'summary: good done'" }
+    also-good: { run: "echo 'summary: also done'" }
+    after: { run: 'true', deps: [bad, good] }
+"#;
+    env.write("aot.yaml", &aligned("false", atoms));
+    let run = env.aot(&["start"]);
+    assert_eq!(run.code, 5, "{}", run.transcript());
+    let s = state(&env, "aot.yaml");
+    assert_eq!(
+        s.bindings["good"].summary, "good done",
+        "finished after its sibling failed, still bound"
+    );
+    assert_eq!(s.bindings["also-good"].summary, "also done");
+    assert_eq!(
+        s.graph.atoms["after"].status,
+        AtomStatus::Pending,
+        "nothing new starts after a failure"
+    );
 }
