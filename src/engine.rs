@@ -31,6 +31,27 @@ use crate::store::{Store, StoreError};
 use crate::time::Clock;
 use crate::worker::{self, CommandSpec, Exit};
 
+/// Bytes of output a binding keeps (the end): bindings stand in for solved
+/// atoms in the state file, so 10,000 of them must stay far below the file
+/// size limit. Failure messages and base-case evidence keep the worker's 4 KB.
+pub const BINDING_TAIL: usize = 1024;
+
+/// Returns the last `max` bytes of `text`, cut after a line break when one is near.
+fn tail(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    let cut = &text[start..];
+    match cut.find('\n') {
+        Some(i) if i + 1 < cut.len() => cut[i + 1..].to_string(),
+        _ => cut.to_string(),
+    }
+}
+
 /// The prompt template for agent atoms (`prompts/agent.md`).
 pub const AGENT_PROMPT: &str = include_str!("../prompts/agent.md");
 
@@ -589,7 +610,7 @@ impl<'a> Engine<'a> {
                 JobResult::Solved { summary, output } => {
                     let binding = Binding {
                         summary,
-                        output_tail: output,
+                        output_tail: tail(&output, BINDING_TAIL),
                         artifacts: Vec::new(),
                         at: self.clock.now(),
                         attempt: self.state.graph.atoms[&atom].attempts,

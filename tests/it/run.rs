@@ -509,3 +509,17 @@ graph:
         "nothing new starts after a failure"
     );
 }
+
+#[test]
+fn a_binding_keeps_only_the_last_kilobyte_of_output() {
+    let env = TestEnv::new();
+    let atoms = "graph:\n  atoms:\n    loud: { run: 'for i in $(seq 1 3000); do echo line $i; done' }\n";
+    env.write("aot.yaml", &aligned("test -f never", atoms));
+    env.aot(&["start"]);
+    let tail = state(&env, "aot.yaml").bindings["loud"].output_tail.clone();
+    assert!(tail.len() <= 1024, "{}", tail.len());
+    assert!(
+        tail.ends_with("line 3000\n") && tail.starts_with("line "),
+        "cut at a line break: {tail:?}"
+    );
+}
