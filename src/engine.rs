@@ -171,6 +171,44 @@ enum JobResult {
     Cancelled,
 }
 
+/// Rebuilds the failed attempts of atoms still being retried from the
+/// journal, so that a restarted run hands the next attempt the same correction
+/// context an uninterrupted one would.
+fn reflections(records: &[Record], state: &StateFile) -> HashMap<AtomId, Vec<Reflection>> {
+    let mut history: HashMap<AtomId, Vec<Reflection>> = HashMap::new();
+    for record in records {
+        match &record.event {
+            Event::AttemptFailed {
+                atom,
+                attempt,
+                class,
+                criterion,
+                message,
+            } => history.entry(atom.clone()).or_default().push(Reflection {
+                attempt: *attempt,
+                criterion: criterion.clone(),
+                class: *class,
+                message: message.clone(),
+            }),
+            Event::AtomsReset { atoms } | Event::Backtracked { reset: atoms, .. } => {
+                for atom in atoms {
+                    history.remove(atom);
+                }
+            }
+            Event::Snapshot { .. } => history.clear(),
+            _ => {}
+        }
+    }
+    history.retain(|id, _| {
+        state
+            .graph
+            .atoms
+            .get(id)
+            .is_some_and(|a| a.status == AtomStatus::Pending && a.attempts > 0)
+    });
+    history
+}
+
 fn classify(exit: &Exit, environmental: &[i32]) -> FailureClass {
     match exit {
         Exit::Code(code) if !environmental.contains(code) => FailureClass::Logical,
@@ -290,6 +328,9 @@ impl<'a> Engine<'a> {
     ) -> Self {
         let dir = store.paths().dir().to_path_buf();
         let graph = WorkGraph::new(&state);
+        let history = crate::journal::read(&store.paths().journal)
+            .map(|contents| reflections(&contents.records, &state))
+            .unwrap_or_default();
         Self {
             store,
             state,
@@ -299,7 +340,7 @@ impl<'a> Engine<'a> {
             options,
             observer,
             cancel,
-            history: HashMap::new(),
+            history,
             last_save: Instant::now(),
         }
     }
@@ -371,21 +412,27 @@ impl<'a> Engine<'a> {
             );
             return self.stop(StopReason::Gate, message, None);
         }
-        // A new run starts after the user had the chance to fix what blocked the last one.
-        let blocked: Vec<AtomId> = self
-            .state
-            .graph
-            .atoms
-            .iter()
-            .filter(|(_, a)| matches!(a.status, AtomStatus::Blocked | AtomStatus::Running))
-            .map(|(id, _)| id.clone())
+        // A new run starts after the user had the chance to fix what blocked the
+        // last one; work a crash interrupted does not count as an attempt.
+        let with = |status: AtomStatus| -> Vec<AtomId> {
+            let atoms = &self.state.graph.atoms;
+            atoms
+                .iter()
+                .filter(|(_, a)| a.status == status)
+                .map(|(id, _)| id.clone())
+                .collect()
+        };
+        let (blocked, interrupted) = (with(AtomStatus::Blocked), with(AtomStatus::Running));
+        let mut events: Vec<Event> = interrupted
+            .into_iter()
+            .map(|atom| Event::AttemptCancelled { atom })
             .collect();
-        let mut events = vec![Event::RunStarted {
-            pid: std::process::id(),
-        }];
         if !blocked.is_empty() {
-            events.insert(0, Event::AtomsReset { atoms: blocked });
+            events.push(Event::AtomsReset { atoms: blocked });
         }
+        events.push(Event::RunStarted {
+            pid: std::process::id(),
+        });
         self.record(events)?;
 
         // The base case may already hold: then there is nothing to do.
@@ -707,10 +754,14 @@ impl<'a> Engine<'a> {
             }
         }
         if !cancelled.is_empty() {
-            // Partial results are discarded: the atoms go back to pending.
-            self.record(vec![Event::AtomsReset {
-                atoms: cancelled.clone(),
-            }])?;
+            // Partial results are discarded: the atoms go back to pending, and the
+            // interrupted attempts do not count against their retries.
+            self.record(
+                cancelled
+                    .into_iter()
+                    .map(|atom| Event::AttemptCancelled { atom })
+                    .collect(),
+            )?;
         }
         Ok((
             failures,

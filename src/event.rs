@@ -94,6 +94,12 @@ pub enum Event {
         /// What went wrong.
         message: String,
     },
+    /// An attempt was interrupted (stop, redirect, a lost speculative race): the
+    /// atom goes back to pending and the interrupted attempt does not count.
+    AttemptCancelled {
+        /// The atom.
+        atom: AtomId,
+    },
     /// An atom failed for good.
     AtomFailed {
         /// The atom.
@@ -184,6 +190,7 @@ impl Event {
             Event::AtomStarted { .. } => "atom_started",
             Event::AtomSolved { .. } => "atom_solved",
             Event::AttemptFailed { .. } => "attempt_failed",
+            Event::AttemptCancelled { .. } => "attempt_cancelled",
             Event::AtomFailed { .. } => "atom_failed",
             Event::AtomsReset { .. } => "atoms_reset",
             Event::AtomBlocked { .. } => "atom_blocked",
@@ -273,6 +280,12 @@ pub fn apply(state: &mut StateFile, record: &Record) {
             if let Some(a) = state.graph.atoms.get_mut(atom) {
                 a.status = AtomStatus::Pending;
                 a.attempts = *attempt;
+            }
+        }
+        Event::AttemptCancelled { atom } => {
+            if let Some(a) = state.graph.atoms.get_mut(atom) {
+                a.status = AtomStatus::Pending;
+                a.attempts = a.attempts.saturating_sub(1);
             }
         }
         Event::AtomFailed {

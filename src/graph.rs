@@ -391,6 +391,12 @@ impl WorkGraph {
                     self.set_status(v, AtomStatus::Pending);
                 }
             }
+            Event::AttemptCancelled { atom } => {
+                if let Some(v) = node(atom) {
+                    self.attempts[v.index()] = self.attempts[v.index()].saturating_sub(1);
+                    self.set_status(v, AtomStatus::Pending);
+                }
+            }
             Event::AtomFailed { atom, .. } => {
                 if let Some(v) = node(atom) {
                     self.set_status(v, AtomStatus::Failed);

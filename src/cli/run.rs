@@ -121,6 +121,7 @@ fn describe(record: &Record) -> Option<String> {
         Event::Backtracked { group, from, to, .. } => format!("  ↺ {group}: {from} → {to} (backtrack)"),
         Event::AtomBlocked { atom, reason } => format!("  ⊘ {atom} blocked: {}", first_line(reason)),
         Event::AtomsReset { atoms } => format!("  ○ back to pending: {}", atoms.join(", ")),
+        Event::AttemptCancelled { atom } => format!("  ○ {atom} interrupted: back to pending"),
         Event::BaseCaseChecked { evidence } => format!(
             "  ? base case `{}` → {} ({} ms)",
             evidence.command,
@@ -147,6 +148,7 @@ impl Observer for Printer {
                     | Event::AtomFailed { atom, .. }
                     | Event::AtomBlocked { atom, .. } => live.finished(atom),
                     Event::AtomsReset { atoms } => atoms.iter().for_each(|a| live.finished(a)),
+                    Event::AttemptCancelled { atom } => live.finished(atom),
                     _ => {}
                 }
                 if let Some(line) = describe(record) {

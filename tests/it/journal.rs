@@ -69,6 +69,7 @@ fn one_of_each() -> Vec<Event> {
             atom: "build".into(),
             binding: binding(),
         },
+        Event::AttemptCancelled { atom: "build".into() },
         Event::AtomFailed {
             atom: "build".into(),
             class: FailureClass::Logical,
@@ -138,6 +139,7 @@ fn one_of_each() -> Vec<Event> {
             | Event::AtomStarted { .. }
             | Event::AtomSolved { .. }
             | Event::AttemptFailed { .. }
+            | Event::AttemptCancelled { .. }
             | Event::AtomFailed { .. }
             | Event::AtomsReset { .. }
             | Event::AtomBlocked { .. }

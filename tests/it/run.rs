@@ -523,3 +523,54 @@ fn a_binding_keeps_only_the_last_kilobyte_of_output() {
         "cut at a line break: {tail:?}"
     );
 }
+
+#[test]
+fn a_restart_keeps_the_retry_budget_and_the_correction_history() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+
+    let env = TestEnv::new();
+    let atoms = r#"  constraints: { max_retries: 2 }
+graph:
+  atoms:
+    flaky:
+      run: |
+        echo "$AOT_ATTEMPT ${AOT_CORRECTION:-none}" >> seen.log
+        if [ "$AOT_ATTEMPT" = 2 ] && [ ! -f go ]; then touch started; sleep 1000; fi
+        [ -f go ] && touch ok && echo 'summary: fine now'
+"#;
+    env.write("aot.yaml", &aligned("test -f ok", atoms));
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_aot"))
+        .arg("start")
+        .current_dir(env.dir.path())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !env.path("started").exists() {
+        assert!(std::time::Instant::now() < deadline, "attempt 2 never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
+    assert_eq!(child.wait_with_output().unwrap().status.code(), Some(3));
+    assert_eq!(
+        state(&env, "aot.yaml").graph.atoms["flaky"].attempts,
+        1,
+        "the interrupted attempt does not count"
+    );
+
+    env.write("go", "");
+    let run = env.aot(&["start"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    let seen = std::fs::read_to_string(env.path("seen.log")).unwrap();
+    let last = seen.lines().last().unwrap();
+    assert!(
+        last.starts_with("2 {"),
+        "the resumed attempt is number 2, with its correction: {last}"
+    );
+    let correction: serde_json::Value = serde_json::from_str(last.trim_start_matches("2 ")).unwrap();
+    assert_eq!(
+        correction["history"][0]["attempt"], 1,
+        "attempt 1's failure survived the restart"
+    );
+}
