@@ -87,19 +87,26 @@ impl TestEnv {
 
     /// Runs the real binary with the fixed test clock.
     pub fn aot_fixed_clock(&self, args: &[&str]) -> Run {
-        let output = Command::new(env!("CARGO_BIN_EXE_aot"))
-            .args(args)
+        run_aot_with(self.dir.path(), args, &[("AOT_TEST_CLOCK", "1767225600000")])
+    }
+
+    /// Starts `aot start` in the background and waits (bounded) until the file
+    /// `marker` appears, which the test's atom creates once it is running.
+    pub fn start_until(&self, marker: &str) -> std::process::Child {
+        let child = Command::new(env!("CARGO_BIN_EXE_aot"))
+            .arg("start")
             .current_dir(self.dir.path())
             .env_remove("AOT_STATE")
-            .env("NO_COLOR", "1")
-            .env("AOT_TEST_CLOCK", "1767225600000")
-            .output()
-            .expect("run aot");
-        Run {
-            code: output.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start aot");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !self.path(marker).exists() {
+            assert!(std::time::Instant::now() < deadline, "{marker} never appeared");
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
+        child
     }
 }
 
@@ -127,11 +134,17 @@ impl Run {
 }
 
 pub fn run_aot(dir: &Path, args: &[&str]) -> Run {
+    run_aot_with(dir, args, &[])
+}
+
+/// Runs the real binary in `dir` with extra environment variables.
+pub fn run_aot_with(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
     let output: Output = Command::new(env!("CARGO_BIN_EXE_aot"))
         .args(args)
         .current_dir(dir)
         .env_remove("AOT_STATE")
         .env("NO_COLOR", "1")
+        .envs(env.iter().copied())
         .output()
         .expect("run aot");
     Run {

@@ -322,29 +322,21 @@ fn a_second_runner_on_the_same_file_fails_naming_the_first() {
             "graph:\n  atoms:\n    wait: { run: 'touch started; sleep 30' }\n",
         ),
     );
-    let mut first = std::process::Command::new(env!("CARGO_BIN_EXE_aot"))
-        .arg("start")
-        .current_dir(env.dir.path())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    // Wait (bounded) until the first runner's atom has started.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !env.path("started").exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the first runner never started its atom"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let first = env.start_until("started");
     let second = env.aot(&["start"]);
-    first.kill().unwrap();
-    first.wait().unwrap();
+    // Stop the first runner gracefully, so its atom's process group goes with it.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(first.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let pid = first.id();
+    assert_eq!(first.wait_with_output().unwrap().status.code(), Some(3));
     assert_eq!(second.code, 1);
     assert!(
         second
             .stderr
-            .contains(&format!("aot is already running on aot.yaml (pid {})", first.id())),
+            .contains(&format!("aot is already running on aot.yaml (pid {pid})")),
         "{}",
         second.stderr
     );
@@ -432,18 +424,7 @@ fn ctrl_c_stops_gracefully_and_start_resumes() {
         "graph:\n  atoms:\n    quick: {{ run: \"echo 'summary: quick done'\" }}\n    long:\n      run: 'touch started; (exec -a {marker} sleep 1000)'\n      deps: [quick]\n"
     );
     env.write("aot.yaml", &aligned("test -f finished", &atoms));
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_aot"))
-        .arg("start")
-        .current_dir(env.dir.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !env.path("started").exists() {
-        assert!(std::time::Instant::now() < deadline, "the long atom never started");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let child = env.start_until("started");
     kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
     let output = child.wait_with_output().unwrap();
     assert_eq!(
@@ -540,17 +521,7 @@ graph:
         [ -f go ] && touch ok && echo 'summary: fine now'
 "#;
     env.write("aot.yaml", &aligned("test -f ok", atoms));
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_aot"))
-        .arg("start")
-        .current_dir(env.dir.path())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !env.path("started").exists() {
-        assert!(std::time::Instant::now() < deadline, "attempt 2 never started");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let child = env.start_until("started");
     kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
     assert_eq!(child.wait_with_output().unwrap().status.code(), Some(3));
     assert_eq!(
