@@ -314,6 +314,7 @@ pub struct Engine<'a> {
     cancel: CancellationToken,
     history: HashMap<AtomId, Vec<Reflection>>,
     last_save: Instant,
+    watch: Option<crate::watch::Watch>,
 }
 
 impl<'a> Engine<'a> {
@@ -342,6 +343,7 @@ impl<'a> Engine<'a> {
             cancel,
             history,
             last_save: Instant::now(),
+            watch: None,
         }
     }
 
@@ -350,10 +352,9 @@ impl<'a> Engine<'a> {
         &self.state
     }
 
+    /// Journals `events` (none: only catch up on other processes' records) and
+    /// folds every new record into the graph and the observer.
     fn record(&mut self, events: Vec<Event>) -> Result<(), EngineError> {
-        if events.is_empty() {
-            return Ok(());
-        }
         let records = self.store.record(&mut self.state, events)?;
         for record in &records {
             if !self.graph.apply(&record.event) {
@@ -390,8 +391,34 @@ impl<'a> Engine<'a> {
             .or_else(|| self.state.workers.as_ref()?.agent.as_ref().map(|a| a.command.clone()))
     }
 
+    /// Folds in what other processes recorded (e.g. `aot stop`) and cancels
+    /// in-flight work when a stop was requested.
+    fn sync_external(&mut self) -> Result<(), EngineError> {
+        self.record(Vec::new())?;
+        if self.state.control.stop_requested {
+            self.cancel.cancel();
+        }
+        Ok(())
+    }
+
+    /// Waits for the next change another process makes (forever, without a watch).
+    async fn next_change(watch: &mut Option<crate::watch::Watch>) {
+        match watch {
+            Some(w) => {
+                if w.changes.recv().await.is_none() {
+                    std::future::pending::<()>().await;
+                }
+            }
+            None => std::future::pending::<()>().await,
+        }
+    }
+
     /// Runs the loop until a stop reason (or one iteration, for `aot step`).
     pub async fn run(mut self) -> Result<Ended, EngineError> {
+        let paths = self.store.paths().clone();
+        // Without a watch (an unsupported file system), requests are still seen
+        // at the loop's next journal write.
+        self.watch = crate::watch::watch(&paths.state, &paths.journal).ok();
         let gaps = alignment_gaps(&self.state);
         if !gaps.is_empty() {
             let message = format!("not aligned; missing: {}", gaps.join("; "));
@@ -429,6 +456,15 @@ impl<'a> Engine<'a> {
             .collect();
         if !blocked.is_empty() {
             events.push(Event::AtomsReset { atoms: blocked });
+        }
+        if self.state.control.stop_requested {
+            // A stop requested while nothing ran does not stop this new run.
+            let control = crate::state::Control {
+                stop_requested: false,
+                stop_reason: None,
+                ..self.state.control.clone()
+            };
+            events.push(Event::ControlSet { control });
         }
         events.push(Event::RunStarted {
             pid: std::process::id(),
@@ -649,7 +685,17 @@ impl<'a> Engine<'a> {
             if self.state.control.stop_requested {
                 self.cancel.cancel();
             }
-            let Some(joined) = running.join_next().await else { break };
+            if running.is_empty() {
+                break;
+            }
+            let joined = tokio::select! {
+                joined = running.join_next() => joined,
+                _ = Self::next_change(&mut self.watch) => {
+                    self.sync_external()?;
+                    continue;
+                }
+            };
+            let Some(joined) = joined else { break };
             let Ok((atom, result)) = joined else { continue };
             in_flight.remove(&atom);
             match result {

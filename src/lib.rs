@@ -22,4 +22,5 @@ pub mod status;
 pub mod store;
 pub mod time;
 pub mod validate;
+pub mod watch;
 pub mod worker;

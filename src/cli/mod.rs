@@ -7,6 +7,7 @@ mod replay;
 mod run;
 mod schema;
 mod status;
+mod stop;
 mod validate;
 
 use std::io::IsTerminal;
@@ -58,6 +59,8 @@ enum Command {
     Start(run::StartArgs),
     /// Run one iteration, save, and exit
     Step(run::StepArgs),
+    /// Ask the running loop to stop: in-flight work is cancelled, state saved, exit 3
+    Stop(stop::Args),
     /// Check state files for every problem at once, with file:line:column
     Validate(validate::Args),
     /// Print the JSON Schema of the state file
@@ -187,6 +190,7 @@ pub fn main() -> i32 {
         Command::Align(args) => align::run(&ctx, args),
         Command::Start(args) => run::start(&ctx, args),
         Command::Step(args) => run::step(&ctx, args),
+        Command::Stop(args) => stop::run(&ctx, args),
         Command::Validate(args) => validate::run(&ctx, args),
         Command::Schema(args) => schema::run(&ctx, args),
         Command::Status(args) => status::run(&ctx, args),

@@ -12,5 +12,6 @@ mod journal;
 mod roundtrip;
 mod run;
 mod schema;
+mod steer;
 mod store;
 mod validate;
