@@ -384,6 +384,14 @@ impl<'a> Engine<'a> {
         Ok(Ended::Stopped(stop))
     }
 
+    fn stop_manual(&mut self) -> Result<Ended, EngineError> {
+        let message = match &self.state.control.stop_reason {
+            Some(reason) => format!("stopped by the user: {reason}"),
+            None => "stopped by the user".to_string(),
+        };
+        self.stop(StopReason::Manual, message, None)
+    }
+
     fn agent_command(&self) -> Option<String> {
         self.options
             .agent_command
@@ -477,6 +485,9 @@ impl<'a> Engine<'a> {
         {
             return self.stop(StopReason::Completed, "the base case holds".into(), Some(evidence));
         }
+        if self.cancel.is_cancelled() {
+            return self.stop_manual();
+        }
 
         let max_iterations = self
             .options
@@ -491,11 +502,7 @@ impl<'a> Engine<'a> {
             self.record(vec![Event::IterationStarted { iteration }])?;
             let (failures, cancelled) = self.round().await?;
             if cancelled {
-                let reason = self.state.control.stop_reason.clone();
-                let message = reason.map_or("stopped by the user".to_string(), |r| {
-                    format!("stopped by the user: {r}")
-                });
-                return self.stop(StopReason::Manual, message, None);
+                return self.stop_manual();
             }
             for (atom, class) in failures {
                 if self.graph.status(&atom) != Some(AtomStatus::Failed) || !self.graph.is_selected(&atom) {
@@ -532,6 +539,9 @@ impl<'a> Engine<'a> {
                     );
                     return self.stop(StopReason::Exhausted, message, Some(evidence));
                 }
+            }
+            if self.cancel.is_cancelled() {
+                return self.stop_manual();
             }
             if self.graph.ready().next().is_none() && self.graph.choice_points().next().is_none() {
                 let blocked: Vec<String> = self
@@ -610,7 +620,16 @@ impl<'a> Engine<'a> {
             stdin: None,
             timeout: Some(base.timeout()),
         };
-        let result = worker::run(&spec, &self.cancel).await;
+        // A long base case (a test suite) must not delay a stop request.
+        let token = self.cancel.clone();
+        let command = worker::run(&spec, &token);
+        tokio::pin!(command);
+        let result = loop {
+            tokio::select! {
+                result = &mut command => break result,
+                _ = Self::next_change(&mut self.watch) => self.sync_external()?,
+            }
+        };
         if result.exit == Exit::Cancelled {
             return Ok(None);
         }

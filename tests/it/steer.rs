@@ -79,3 +79,21 @@ fn stop_with_nothing_running_records_the_request_and_says_so() {
     );
     assert_eq!(env.aot(&["start"]).code, 0, "a new start clears a stale request");
 }
+
+#[test]
+fn stop_reaches_a_loop_busy_verifying_its_base_case() {
+    let env = TestEnv::new();
+    let marker = format!("aot-it-verify-{}", std::process::id());
+    let text = aligned("graph:\n  atoms:\n    a: { run: 'true' }\n").replace(
+        "base_case: { command: \"test -f finished\" }",
+        &format!("base_case: {{ command: \"touch verifying; exec -a {marker} sleep 1000\" }}"),
+    );
+    env.write("aot.yaml", &text);
+    let runner = env.start_until("verifying");
+    let stop = env.aot(&["stop", "--wait"]);
+    assert_eq!(stop.code, 0, "{}", stop.transcript());
+    assert_eq!(runner.wait_with_output().unwrap().status.code(), Some(3));
+    let state = document::read(&env.path("aot.yaml")).unwrap().state;
+    assert_eq!(state.run.stop.unwrap().reason, StopReason::Manual);
+    assert_eq!(state.run.iteration, 0, "stopped during the first verification");
+}
