@@ -236,6 +236,10 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
     options.agent_command = std::env::var("AOT_AGENT_CMD").ok().filter(|c| !c.trim().is_empty());
     let json = ctx.json || !std::io::stdout().is_terminal();
     let clock = clock_from_env();
+    if !ctx.state.exists() {
+        // Report the missing file before taking locks, which would create `.aot/`.
+        return Err(aot::document::ReadError::NotFound(ctx.state.clone()).into());
+    }
     let mut store = Store::new(&ctx.state, clock.clone());
     let _runner = store::acquire_runner(store.paths(), std::process::id())?;
     let (state, notices) = store.open()?;

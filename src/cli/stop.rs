@@ -24,6 +24,9 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
+    if !ctx.state.exists() {
+        return Err(aot::document::ReadError::NotFound(ctx.state.clone()).into());
+    }
     let mut store = Store::new(&ctx.state, Arc::new(SystemClock));
     let paths = store.paths().clone();
     let reason = args.reason.clone();

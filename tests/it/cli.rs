@@ -262,3 +262,18 @@ fn graph_export_shows_progress_and_the_chosen_alternative() {
     assert!(mermaid.contains("n3 ==> n1"), "{mermaid}");
     assert!(mermaid.contains("n0[\"setup<br/>run · solved\"]:::solved"), "{mermaid}");
 }
+
+#[test]
+fn commands_in_a_folder_without_a_state_file_leave_nothing_behind() {
+    let env = TestEnv::new();
+    for command in ["start", "step", "stop", "status", "replay"] {
+        let run = env.aot(&[command]);
+        assert_eq!(run.code, 1, "{command}: {}", run.transcript());
+        let left: Vec<_> = std::fs::read_dir(env.dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert!(left.is_empty(), "{command} left {left:?}");
+    }
+}
