@@ -574,6 +574,61 @@ impl WorkGraph {
         }
     }
 
+    /// Plans a choice forced by the user: `alt` is chosen at `group`, switching
+    /// from the current alternative (resetting what it owned exclusively) if
+    /// there is one. `None` when `alt` is not one of `group`'s alternatives.
+    pub fn force_choice(&self, group: &str, alt: &str, bindings: &IndexMap<AtomId, Binding>) -> Option<Vec<Event>> {
+        let (g, to) = (self.node(group)?, self.node(alt)?);
+        if !self.alternatives_of(g).contains(&to) {
+            return None;
+        }
+        let mut events = match self.chosen[g.index()] {
+            Some(from) if from == to => return Some(Vec::new()),
+            Some(from) => vec![Event::Backtracked {
+                group: group.to_string(),
+                from: self.id(from).to_string(),
+                to: alt.to_string(),
+                reset: self.switch_plan(g, from, to, &HashSet::new()).reset,
+            }],
+            None => vec![Event::OrChosen {
+                group: group.to_string(),
+                chosen: alt.to_string(),
+                remaining: Vec::new(),
+                reason: "chosen by the user".to_string(),
+            }],
+        };
+        events.extend(self.contract_choice(g, to, bindings));
+        Some(events)
+    }
+
+    /// Returns the atoms that depend on `atom`, directly or not, and hold work
+    /// (solved, running or attempted): what a new binding of `atom` invalidates.
+    pub fn dependents_with_work(&self, atom: &str) -> Vec<AtomId> {
+        let Some(start) = self.node(atom) else {
+            return Vec::new();
+        };
+        let mut seen = HashSet::from([start]);
+        let mut stack = vec![start];
+        let mut out = Vec::new();
+        while let Some(v) = stack.pop() {
+            let mut parents: Vec<NodeIndex> = self.dependents(v).collect();
+            if let Some(g) = self.owner[v.index()].filter(|g| self.chosen[g.index()] == Some(v)) {
+                parents.push(g);
+            }
+            for p in parents {
+                if seen.insert(p) {
+                    let i = p.index();
+                    if self.status[i] != AtomStatus::Pending || self.attempts[i] > 0 {
+                        out.push(p);
+                    }
+                    stack.push(p);
+                }
+            }
+        }
+        out.sort();
+        out.into_iter().map(|v| self.id(v).to_string()).collect()
+    }
+
     /// Plans the contraction of a solved atom: its binding, and the same binding
     /// for every still-open OR atom that it solves by being the chosen alternative.
     pub fn solve(&self, atom: &str, binding: Binding) -> Vec<Event> {

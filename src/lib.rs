@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod contract;
+pub mod correct;
 pub mod diag;
 pub mod document;
 pub mod engine;

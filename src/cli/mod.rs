@@ -3,6 +3,7 @@
 
 mod align;
 mod graph;
+mod redirect;
 mod replay;
 mod run;
 mod schema;
@@ -61,6 +62,8 @@ enum Command {
     Step(run::StepArgs),
     /// Ask the running loop to stop: in-flight work is cancelled, state saved, exit 3
     Stop(stop::Args),
+    /// Change the objective, the graph, a constraint or a binding, with the trail rules of each
+    Redirect(redirect::Args),
     /// Check state files for every problem at once, with file:line:column
     Validate(validate::Args),
     /// Print the JSON Schema of the state file
@@ -191,6 +194,7 @@ pub fn main() -> i32 {
         Command::Start(args) => run::start(&ctx, args),
         Command::Step(args) => run::step(&ctx, args),
         Command::Stop(args) => stop::run(&ctx, args),
+        Command::Redirect(args) => redirect::run(&ctx, args),
         Command::Validate(args) => validate::run(&ctx, args),
         Command::Schema(args) => schema::run(&ctx, args),
         Command::Status(args) => status::run(&ctx, args),

@@ -97,3 +97,161 @@ fn stop_reaches_a_loop_busy_verifying_its_base_case() {
     assert_eq!(state.run.stop.unwrap().reason, StopReason::Manual);
     assert_eq!(state.run.iteration, 0, "stopped during the first verification");
 }
+
+fn trail_kinds(env: &TestEnv) -> Vec<String> {
+    document::read(&env.path("aot.yaml"))
+        .unwrap()
+        .state
+        .trail
+        .iter()
+        .map(|t| serde_json::to_value(t).unwrap()["type"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn each_redirect_kind_applies_its_trail_rule() {
+    let env = TestEnv::new();
+    std::fs::copy(
+        crate::common::root().join("state/or-fallback.yaml"),
+        env.path("aot.yaml"),
+    )
+    .unwrap();
+    assert_eq!(
+        env.aot(&["step"]).code,
+        0,
+        "one iteration: a choice, a failure, a backtrack"
+    );
+    assert_eq!(trail_kinds(&env), ["or_choice", "failure", "backtrack"]);
+
+    let run = env.aot(&["redirect", "--set", "max_retries=3", "flaky network"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    assert_eq!(
+        trail_kinds(&env),
+        ["or_choice", "failure", "backtrack"],
+        "a constraint change keeps the trail"
+    );
+
+    assert_eq!(
+        env.aot(&["redirect", "--add-atom", "lint=true", "--deps", "setup"])
+            .code,
+        0
+    );
+    assert_eq!(
+        trail_kinds(&env),
+        ["or_choice", "failure", "backtrack", "user_correction"],
+        "a DAG adjustment appends"
+    );
+
+    assert_eq!(env.aot(&["redirect", "--goal", "Produce config, fast"]).code, 0);
+    assert!(trail_kinds(&env).is_empty(), "an objective change clears the trail");
+
+    let state = document::read(&env.path("aot.yaml")).unwrap().state;
+    let kinds: Vec<(String, bool)> = state
+        .corrections
+        .iter()
+        .map(|c| {
+            (
+                serde_json::to_value(c.kind).unwrap().as_str().unwrap().to_string(),
+                c.trail_cleared,
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("constraint_change".to_string(), false),
+            ("dag_adjustment".to_string(), false),
+            ("objective_change".to_string(), true)
+        ]
+    );
+    assert_eq!(state.corrections[0].description, "max_retries set to 3 (flaky network)");
+    assert_eq!(state.objective.constraints.max_retries, Some(3));
+    assert_eq!(env.aot(&["replay", "--check"]).code, 0, "every correction is journaled");
+    assert_eq!(env.aot(&["start"]).code, 0, "the redirected work runs to completion");
+}
+
+#[test]
+fn a_binding_override_resets_only_the_dependents() {
+    let env = TestEnv::new();
+    std::fs::copy(crate::common::root().join("state/diamond.yaml"), env.path("aot.yaml")).unwrap();
+    assert_eq!(env.aot(&["start"]).code, 0);
+    let run = env.aot(&["redirect", "--bind", "left=left half, redone by hand"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    let state = document::read(&env.path("aot.yaml")).unwrap().state;
+    assert_eq!(state.bindings["left"].summary, "left half, redone by hand");
+    assert_eq!(
+        state.graph.atoms["join"].status,
+        AtomStatus::Pending,
+        "join depended on left"
+    );
+    assert!(!state.bindings.contains_key("join"));
+    assert_eq!(
+        state.graph.atoms["right"].status,
+        AtomStatus::Solved,
+        "right did not depend on left"
+    );
+    assert_eq!(state.graph.atoms["prepare"].status, AtomStatus::Solved);
+    std::fs::remove_file(env.path("out/report.txt")).unwrap();
+    let run = env.aot(&["start"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    let state = document::read(&env.path("aot.yaml")).unwrap().state;
+    assert_eq!(
+        state.bindings["join"].summary,
+        "joined (left half, redone by hand; right half written)"
+    );
+}
+
+#[test]
+fn forcing_an_or_choice_switches_and_records_it() {
+    let env = TestEnv::new();
+    std::fs::copy(
+        crate::common::root().join("state/or-fallback.yaml"),
+        env.path("aot.yaml"),
+    )
+    .unwrap();
+    assert_eq!(env.aot(&["redirect", "--choose", "config=from-default"]).code, 0);
+    let state = document::read(&env.path("aot.yaml")).unwrap().state;
+    assert_eq!(state.graph.atoms["config"].chosen.as_deref(), Some("from-default"));
+    assert_eq!(trail_kinds(&env), ["or_choice", "user_correction"]);
+    assert_eq!(env.aot(&["start"]).code, 0);
+    let state = document::read(&env.path("aot.yaml")).unwrap().state;
+    assert_eq!(
+        state.graph.atoms["from-remote"].attempts, 0,
+        "the forced choice skipped from-remote"
+    );
+}
+
+#[test]
+fn a_redirect_that_would_break_the_graph_is_refused_and_changes_nothing() {
+    let env = TestEnv::new();
+    std::fs::copy(
+        crate::common::root().join("state/or-fallback.yaml"),
+        env.path("aot.yaml"),
+    )
+    .unwrap();
+    let before = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
+    let run = env.aot(&["redirect", "--remove-atom", "setup"]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("dependency `setup` is not an atom"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("redirect refused, nothing changed"),
+        "{}",
+        run.stderr
+    );
+    for (args, why) in [
+        (vec!["redirect", "--choose", "config=report"], "not an alternative"),
+        (vec!["redirect", "--set", "max_retries=lots"], "whole number"),
+        (vec!["redirect", "--set", "colour=blue"], "unknown constraint"),
+        (vec!["redirect"], "nothing to change"),
+    ] {
+        let run = env.aot(&args);
+        assert_eq!(run.code, 1, "{args:?}");
+        assert!(run.stderr.contains(why), "{args:?}: {}", run.stderr);
+    }
+    let after = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
+    assert_eq!(before, after, "nothing changed");
+}

@@ -1,0 +1,147 @@
+//! `aot redirect`: change a piece of work — its objective, its graph, its
+//! constraints or a binding — with the trail rules of each kind of correction.
+//! Applied through the store (journal first, exactly once); a running loop
+//! picks it up at once.
+
+use std::sync::Arc;
+
+use aot::correct::{self, Change, Refused};
+use aot::state::CorrectionKind;
+use aot::store::{self, Store};
+use aot::time::{Clock, SystemClock};
+use serde_json::json;
+
+use super::{CliError, Context, EXIT_OK};
+
+/// Arguments of `aot redirect`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// New goal (objective change: the trail is cleared)
+    #[arg(long)]
+    goal: Option<String>,
+    /// New base-case command (objective change: the trail is cleared)
+    #[arg(long, value_name = "CMD")]
+    base_case: Option<String>,
+    /// Add a command atom, ID=CMD (DAG adjustment; repeat for several)
+    #[arg(long = "add-atom", value_name = "ID=CMD")]
+    add_atoms: Vec<String>,
+    /// Dependencies of the added atoms, comma-separated
+    #[arg(long, value_name = "A,B", value_delimiter = ',')]
+    deps: Vec<String>,
+    /// Remove an atom (DAG adjustment)
+    #[arg(long = "remove-atom", value_name = "ID")]
+    remove_atoms: Vec<String>,
+    /// Force an OR choice, OR_ID=ALT (DAG adjustment)
+    #[arg(long, value_name = "OR_ID=ALT")]
+    choose: Vec<String>,
+    /// Set a constraint, KEY=VALUE: max_iterations, max_parallel_agents, max_retries, max_replans, time_budget, verify
+    #[arg(long, value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Overwrite a binding, ID=SUMMARY (its dependents are reset)
+    #[arg(long, value_name = "ID=SUMMARY")]
+    bind: Vec<String>,
+    /// Why, in your words (kept in the correction's description)
+    #[arg(value_name = "MESSAGE")]
+    message: Option<String>,
+}
+
+fn pair(flag: &str, spec: &str) -> Result<(String, String), CliError> {
+    spec.split_once('=')
+        .map(|(a, b)| (a.trim().to_string(), b.trim().to_string()))
+        .ok_or_else(|| CliError::new(format!("{flag} {spec}: expected NAME=VALUE")))
+}
+
+fn changes(args: &Args) -> Result<Vec<Change>, CliError> {
+    let mut out = Vec::new();
+    if let Some(goal) = &args.goal {
+        out.push(Change::Goal(goal.clone()));
+    }
+    if let Some(command) = &args.base_case {
+        out.push(Change::BaseCase(command.clone()));
+    }
+    for spec in &args.add_atoms {
+        let (id, run) = pair("--add-atom", spec)?;
+        out.push(Change::AddAtom {
+            id,
+            run,
+            deps: args
+                .deps
+                .iter()
+                .map(|d| d.trim().to_string())
+                .filter(|d| !d.is_empty())
+                .collect(),
+        });
+    }
+    out.extend(args.remove_atoms.iter().map(|id| Change::RemoveAtom(id.clone())));
+    for spec in &args.choose {
+        let (group, alt) = pair("--choose", spec)?;
+        out.push(Change::Choose { group, alt });
+    }
+    for spec in &args.set {
+        let (key, value) = pair("--set", spec)?;
+        out.push(Change::Set { key, value });
+    }
+    for spec in &args.bind {
+        let (atom, summary) = pair("--bind", spec)?;
+        out.push(Change::Bind { atom, summary });
+    }
+    Ok(out)
+}
+
+fn refused(refused: Refused, ctx: &Context) -> CliError {
+    match refused {
+        Refused::Invalid(why) => CliError::new(format!("redirect refused, nothing changed: {why}")),
+        Refused::Graph(diagnostics) => CliError::rendered(
+            format!(
+                "{}error: redirect refused, nothing changed\n",
+                diagnostics.render(ctx.color)
+            ),
+            1,
+        ),
+    }
+}
+
+pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
+    if !ctx.state.exists() {
+        return Err(aot::document::ReadError::NotFound(ctx.state.clone()).into());
+    }
+    let changes = changes(&args)?;
+    let clock = SystemClock;
+    // A refused redirect must touch nothing, not even the file's formatting:
+    // plan once on a read-only copy before taking the store.
+    let current = aot::document::read(&ctx.state)?.state;
+    correct::plan(&current, &changes, args.message.as_deref(), clock.now()).map_err(|r| refused(r, ctx))?;
+    let mut store = Store::new(&ctx.state, Arc::new(clock));
+    let message = args.message.clone();
+    let (state, count) = store
+        .transact(|s| {
+            correct::plan(s, &changes, message.as_deref(), clock.now()).map(|events| {
+                let count = events.iter().filter(|e| e.kind() == "correction_recorded").count();
+                (events, count)
+            })
+        })?
+        .map_err(|r| refused(r, ctx))?;
+    let recorded = &state.corrections[state.corrections.len().saturating_sub(count)..];
+    let runner = store::running_pid(store.paths());
+    if ctx.json {
+        println!(
+            "{}",
+            json!({"file": ctx.label(), "corrections": recorded, "runner_pid": runner})
+        );
+        return Ok(EXIT_OK);
+    }
+    for correction in recorded {
+        let kind = match correction.kind {
+            CorrectionKind::ObjectiveChange => "objective change (trail cleared)",
+            CorrectionKind::DagAdjustment => "DAG adjustment (user_correction in the trail)",
+            CorrectionKind::ConstraintChange => "constraint change (trail kept)",
+            CorrectionKind::BindingsOverride => "bindings override (dependents reset)",
+        };
+        println!("{kind}: {}", correction.description);
+    }
+    match runner {
+        Some(pid) => println!("the running loop (pid {pid}) picks it up now"),
+        None => println!("applied to {}; `aot start` continues with it", ctx.label()),
+    }
+    Ok(EXIT_OK)
+}

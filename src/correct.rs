@@ -1,0 +1,250 @@
+//! Corrections: a user's change to a piece of work, applied with the seed's
+//! trail rules — an objective change clears the trail; a DAG adjustment (add or
+//! remove an atom, force an OR choice) appends `user_correction`; a constraint
+//! change keeps the trail; a binding override resets only the overridden
+//! atom's dependents. Every correction is recorded in `corrections[]`. Pure:
+//! it plans events; the store applies them (exactly once, journal first).
+
+use crate::diag::Diagnostics;
+use crate::event::Event;
+use crate::graph::WorkGraph;
+use crate::state::{Atom, AtomId, BaseCase, Binding, Correction, CorrectionKind, StateFile, VerifyPolicy};
+use crate::time::{Span, Timestamp};
+
+/// One change asked for by `aot redirect`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// A new goal.
+    Goal(String),
+    /// A new base-case command.
+    BaseCase(String),
+    /// A new command atom with its dependencies.
+    AddAtom {
+        /// Its id.
+        id: AtomId,
+        /// Its command.
+        run: String,
+        /// Its dependencies.
+        deps: Vec<AtomId>,
+    },
+    /// An atom removed.
+    RemoveAtom(AtomId),
+    /// An OR choice forced.
+    Choose {
+        /// The OR atom.
+        group: AtomId,
+        /// The alternative.
+        alt: AtomId,
+    },
+    /// A constraint set: `max_iterations`, `max_parallel_agents`, `max_retries`,
+    /// `max_replans`, `time_budget` or `verify`.
+    Set {
+        /// The constraint's name.
+        key: String,
+        /// Its value, as it would be written in the file.
+        value: String,
+    },
+    /// A binding overwritten (the atom counts as solved with this summary).
+    Bind {
+        /// The atom.
+        atom: AtomId,
+        /// The summary.
+        summary: String,
+    },
+}
+
+impl Change {
+    fn kind(&self) -> CorrectionKind {
+        match self {
+            Change::Goal(_) | Change::BaseCase(_) => CorrectionKind::ObjectiveChange,
+            Change::AddAtom { .. } | Change::RemoveAtom(_) | Change::Choose { .. } => CorrectionKind::DagAdjustment,
+            Change::Set { .. } => CorrectionKind::ConstraintChange,
+            Change::Bind { .. } => CorrectionKind::BindingsOverride,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Change::Goal(goal) => format!("goal set to {goal:?}"),
+            Change::BaseCase(command) => format!("base case set to `{command}`"),
+            Change::AddAtom { id, run, deps } if deps.is_empty() => format!("atom `{id}` added: `{run}`"),
+            Change::AddAtom { id, run, deps } => format!("atom `{id}` added: `{run}` after {}", deps.join(", ")),
+            Change::RemoveAtom(id) => format!("atom `{id}` removed"),
+            Change::Choose { group, alt } => format!("`{alt}` chosen at `{group}`"),
+            Change::Set { key, value } => format!("{key} set to {value}"),
+            Change::Bind { atom, summary } => format!("binding of `{atom}` set to {summary:?}"),
+        }
+    }
+}
+
+/// Why a redirect was refused (nothing changed).
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    /// The change is not meaningful as asked.
+    #[error("{0}")]
+    Invalid(String),
+    /// The resulting graph would be invalid.
+    #[error("the change would leave the graph invalid")]
+    Graph(Diagnostics),
+}
+
+fn set_constraint(state: &mut StateFile, key: &str, value: &str) -> Result<(), Refused> {
+    let c = &mut state.objective.constraints;
+    let count = |v: &str| {
+        v.parse::<u32>()
+            .map_err(|_| Refused::Invalid(format!("{key} needs a whole number, got {v:?}")))
+    };
+    match key {
+        "max_iterations" => c.max_iterations = Some(count(value)?),
+        "max_parallel_agents" => c.max_parallel_agents = Some(count(value)?),
+        "max_retries" => c.max_retries = Some(count(value)?),
+        "max_replans" => c.max_replans = Some(count(value)?),
+        "time_budget" => c.time_budget = Some(Span::parse(value).map_err(Refused::Invalid)?),
+        "verify" => {
+            c.verify = Some(match value {
+                "every_iteration" => VerifyPolicy::EveryIteration,
+                "when_solved" => VerifyPolicy::WhenSolved,
+                other => {
+                    return Err(Refused::Invalid(format!(
+                        "verify is every_iteration or when_solved, got {other:?}"
+                    )));
+                }
+            })
+        }
+        other => {
+            return Err(Refused::Invalid(format!(
+                "unknown constraint `{other}`; --set takes max_iterations, max_parallel_agents, max_retries, max_replans, time_budget or verify"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Plans the events that apply `changes` to `state`, most destructive kind
+/// first, each kind recorded as one correction. `message` (the user's words)
+/// is added to every correction's description.
+pub fn plan(
+    state: &StateFile,
+    changes: &[Change],
+    message: Option<&str>,
+    at: Timestamp,
+) -> Result<Vec<Event>, Refused> {
+    if changes.is_empty() {
+        return Err(Refused::Invalid(
+            "nothing to change: give at least one of the redirect options".into(),
+        ));
+    }
+    let mut next = state.clone();
+    for change in changes {
+        match change {
+            Change::Goal(goal) => next.objective.goal = Some(goal.clone()),
+            Change::BaseCase(command) => {
+                let timeout = next.objective.base_case.as_ref().and_then(|b| b.timeout);
+                next.objective.base_case = Some(BaseCase {
+                    command: command.clone(),
+                    timeout,
+                });
+            }
+            Change::AddAtom { id, run, deps } => {
+                if next.graph.atoms.contains_key(id) {
+                    return Err(Refused::Invalid(format!("atom `{id}` already exists")));
+                }
+                let atom = Atom {
+                    deps: deps.clone(),
+                    ..Atom::command(run.clone())
+                };
+                next.graph.atoms.insert(id.clone(), atom);
+            }
+            Change::RemoveAtom(id) => {
+                if next.graph.atoms.shift_remove(id).is_none() {
+                    return Err(Refused::Invalid(format!("there is no atom `{id}` to remove")));
+                }
+            }
+            Change::Set { key, value } => set_constraint(&mut next, key, value)?,
+            Change::Choose { .. } | Change::Bind { .. } => {}
+        }
+    }
+    crate::document::check(&next, "the redirected state").map_err(Refused::Graph)?;
+
+    let mut events = Vec::new();
+    if !next.user_part_eq(state) {
+        events.push(Event::user_edited(&next));
+    }
+    // Plan graph-level changes on the edited graph, in the order of the kinds.
+    let mut after = next.clone();
+    for event in &events {
+        crate::event::apply(
+            &mut after,
+            &crate::event::Record {
+                v: crate::event::RECORD_VERSION,
+                seq: 0,
+                at,
+                event: event.clone(),
+            },
+        );
+    }
+    let graph = WorkGraph::new(&after);
+    // One correction per kind, most destructive first, each after its own events,
+    // so that clearing the trail never erases what this redirect adds to it.
+    for kind in [
+        CorrectionKind::ObjectiveChange,
+        CorrectionKind::DagAdjustment,
+        CorrectionKind::ConstraintChange,
+        CorrectionKind::BindingsOverride,
+    ] {
+        let of_kind: Vec<&Change> = changes.iter().filter(|c| c.kind() == kind).collect();
+        if of_kind.is_empty() {
+            continue;
+        }
+        let mut description = of_kind.iter().map(|c| c.describe()).collect::<Vec<_>>().join("; ");
+        if let Some(message) = message.filter(|m| !m.trim().is_empty()) {
+            description.push_str(&format!(" ({message})"));
+        }
+        let correction = Event::CorrectionRecorded {
+            correction: Correction {
+                at,
+                kind,
+                description,
+                trail_cleared: kind == CorrectionKind::ObjectiveChange,
+            },
+        };
+        // The trail is cleared before a DAG adjustment's entries are added to it.
+        if kind == CorrectionKind::ObjectiveChange {
+            events.push(correction.clone());
+        }
+        for change in of_kind {
+            match change {
+                Change::Choose { group, alt } => {
+                    let planned = graph.force_choice(group, alt, &after.bindings).ok_or_else(|| {
+                        Refused::Invalid(format!("`{alt}` is not an alternative of OR atom `{group}`"))
+                    })?;
+                    events.extend(planned);
+                }
+                Change::Bind { atom, summary } => {
+                    if !after.graph.atoms.contains_key(atom) {
+                        return Err(Refused::Invalid(format!("there is no atom `{atom}` to bind")));
+                    }
+                    let reset = graph.dependents_with_work(atom);
+                    events.push(Event::BindingOverridden {
+                        atom: atom.clone(),
+                        binding: Binding {
+                            summary: summary.clone(),
+                            output_tail: String::new(),
+                            artifacts: Vec::new(),
+                            at,
+                            attempt: after.graph.atoms[atom].attempts,
+                        },
+                    });
+                    if !reset.is_empty() {
+                        events.push(Event::AtomsReset { atoms: reset });
+                    }
+                }
+                _ => {}
+            }
+        }
+        if kind != CorrectionKind::ObjectiveChange {
+            events.push(correction);
+        }
+    }
+    Ok(events)
+}
