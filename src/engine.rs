@@ -315,6 +315,8 @@ pub struct Engine<'a> {
     history: HashMap<AtomId, Vec<Reflection>>,
     last_save: Instant,
     watch: Option<crate::watch::Watch>,
+    /// Cancels the current round only (a redirect); `cancel` ends the run.
+    round_cancel: CancellationToken,
 }
 
 impl<'a> Engine<'a> {
@@ -344,6 +346,7 @@ impl<'a> Engine<'a> {
             history,
             last_save: Instant::now(),
             watch: None,
+            round_cancel: CancellationToken::new(),
         }
     }
 
@@ -354,7 +357,7 @@ impl<'a> Engine<'a> {
 
     /// Journals `events` (none: only catch up on other processes' records) and
     /// folds every new record into the graph and the observer.
-    fn record(&mut self, events: Vec<Event>) -> Result<(), EngineError> {
+    fn record(&mut self, events: Vec<Event>) -> Result<Vec<Record>, EngineError> {
         let records = self.store.record(&mut self.state, events)?;
         for record in &records {
             if !self.graph.apply(&record.event) {
@@ -362,7 +365,7 @@ impl<'a> Engine<'a> {
             }
             self.observer.record(record, &self.state);
         }
-        Ok(())
+        Ok(records)
     }
 
     fn save(&mut self) -> Result<(), EngineError> {
@@ -402,9 +405,20 @@ impl<'a> Engine<'a> {
     /// Folds in what other processes recorded (e.g. `aot stop`) and cancels
     /// in-flight work when a stop was requested.
     fn sync_external(&mut self) -> Result<(), EngineError> {
-        self.record(Vec::new())?;
+        let records = self.record(Vec::new())?;
         if self.state.control.stop_requested {
             self.cancel.cancel();
+        }
+        // A redirect changed the work: what is in flight was planned for the old
+        // graph, so it is interrupted and its results discarded; the loop goes on.
+        let corrected = records.iter().any(|r| {
+            matches!(
+                r.event,
+                Event::CorrectionRecorded { .. } | Event::UserEdited { .. } | Event::Snapshot { .. }
+            )
+        });
+        if corrected {
+            self.round_cancel.cancel();
         }
         Ok(())
     }
@@ -509,7 +523,9 @@ impl<'a> Engine<'a> {
                     continue;
                 }
                 match self.graph.recover(&atom, class, &FileOrder, &self.state.bindings) {
-                    Recovery::Backtrack { events } => self.record(events)?,
+                    Recovery::Backtrack { events } => {
+                        self.record(events)?;
+                    }
                     Recovery::Exhausted { atom, tried, events } => {
                         self.record(events)?;
                         let failure = self.last_failure(&atom);
@@ -656,8 +672,9 @@ impl<'a> Engine<'a> {
         let mut cancelled = Vec::new();
         // Speculative OR atoms being raced: group → (alternative → its cancel token).
         let mut races: HashMap<AtomId, HashMap<AtomId, CancellationToken>> = HashMap::new();
+        self.round_cancel = self.cancel.child_token();
         loop {
-            if failures.is_empty() && !self.cancel.is_cancelled() && !self.state.control.stop_requested {
+            if failures.is_empty() && !self.round_cancel.is_cancelled() && !self.state.control.stop_requested {
                 // Speculative OR atoms: every eligible alternative runs at once.
                 for group in self.speculative_choice_points() {
                     let racers: Vec<AtomId> = self
@@ -698,7 +715,7 @@ impl<'a> Engine<'a> {
                     }])?;
                     let job = self.job(&atom, attempt);
                     in_flight.insert(atom);
-                    running.spawn(run_job(job, self.cancel.child_token()));
+                    running.spawn(run_job(job, self.round_cancel.child_token()));
                 }
             }
             if self.state.control.stop_requested {

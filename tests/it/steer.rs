@@ -255,3 +255,47 @@ fn a_redirect_that_would_break_the_graph_is_refused_and_changes_nothing() {
     let after = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
     assert_eq!(before, after, "nothing changed");
 }
+
+#[test]
+fn a_redirect_interrupts_in_flight_work_and_the_loop_carries_on() {
+    let env = TestEnv::new();
+    let marker = format!("aot-it-redirect-{}", std::process::id());
+    env.write(
+        "aot.yaml",
+        &aligned(&format!(
+            "graph:\n  atoms:\n    long:\n      run: 'touch started-$AOT_ATTEMPT; if [ -f go ]; then touch finished; else exec -a {marker} sleep 1000; fi'\n"
+        )),
+    );
+    let runner = env.start_until("started-1");
+    env.write("go", "");
+    let run = env.aot(&["redirect", "--set", "max_retries=5", "give it more tries"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    assert!(
+        run.stdout
+            .contains(&format!("the running loop (pid {}) picks it up now", runner.id())),
+        "{}",
+        run.stdout
+    );
+    let output = runner.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "the loop went on and completed");
+
+    let state = document::read(&env.path("aot.yaml")).unwrap().state;
+    assert_eq!(state.objective.constraints.max_retries, Some(5));
+    assert_eq!(state.corrections.len(), 1);
+    assert_eq!(
+        state.graph.atoms["long"].attempts, 1,
+        "the interrupted attempt did not count"
+    );
+    let journal = std::fs::read_to_string(env.path("aot.yaml.journal.jsonl")).unwrap();
+    assert!(
+        journal.contains(r#""type":"attempt_cancelled""#),
+        "the in-flight work was interrupted"
+    );
+    let alive = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .any(|c| String::from_utf8_lossy(&c).contains(&marker));
+    assert!(!alive, "the interrupted worker is gone");
+    assert_eq!(env.aot(&["replay", "--check"]).code, 0);
+}
