@@ -734,6 +734,11 @@ impl<'a> Engine<'a> {
             let Some(joined) = joined else { break };
             let Ok((atom, result)) = joined else { continue };
             in_flight.remove(&atom);
+            // A redirect may have removed, overridden or reset the atom while it
+            // ran: its result belongs to work that no longer exists.
+            if self.state.graph.atoms.get(&atom).map(|a| a.status) != Some(AtomStatus::Running) {
+                continue;
+            }
             match result {
                 JobResult::Cancelled => cancelled.push(atom),
                 JobResult::Solved { summary, output } => {

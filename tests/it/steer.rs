@@ -299,3 +299,71 @@ fn a_redirect_interrupts_in_flight_work_and_the_loop_carries_on() {
     assert!(!alive, "the interrupted worker is gone");
     assert_eq!(env.aot(&["replay", "--check"]).code, 0);
 }
+
+#[test]
+fn redirects_racing_a_busy_loop_are_each_applied_and_journaled_once() {
+    use rand::{RngExt, SeedableRng};
+
+    let env = TestEnv::new();
+    // 200 short atoms in three chains; the first one says when the loop is busy.
+    let mut atoms = String::from("  constraints: { max_parallel_agents: 3 }\ngraph:\n  atoms:\n");
+    atoms.push_str("    a0: { run: 'touch started; sleep 0.05' }\n");
+    for i in 1..200 {
+        let deps = if i >= 3 {
+            format!(", deps: [a{}]", i - 3)
+        } else {
+            String::new()
+        };
+        atoms.push_str(&format!("    a{i}: {{ run: 'sleep 0.05'{deps} }}\n"));
+    }
+    env.write("aot.yaml", &aligned(&atoms));
+    let runner = env.start_until("started");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed);
+    let (mut accepted, mut live) = (0, 0);
+    for i in 0..100 {
+        let args: Vec<String> = match rng.random_range(0..5) {
+            0 => vec!["--set".into(), format!("max_retries={}", rng.random_range(0..4))],
+            1 => vec!["--add-atom".into(), format!("extra{i}=true")],
+            2 => vec![
+                "--bind".into(),
+                format!("a{}=bound by hand {i}", rng.random_range(0..200)),
+            ],
+            3 => vec!["--remove-atom".into(), "no-such-atom".into()],
+            _ => vec!["--choose".into(), "a1=a2".into()],
+        };
+        let mut full = vec!["redirect"];
+        full.extend(args.iter().map(String::as_str));
+        let run = env.aot(&full);
+        if run.code == 0 {
+            accepted += 1;
+            live += usize::from(run.stdout.contains("picks it up now"));
+        } else {
+            assert!(
+                run.stderr.contains("redirect refused, nothing changed"),
+                "{}",
+                run.transcript()
+            );
+        }
+    }
+    let output = runner.wait_with_output().unwrap();
+    assert!(
+        matches!(output.status.code(), Some(0 | 5)),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let state = document::read(&env.path("aot.yaml")).unwrap().state;
+    assert!(accepted > 30, "the mix accepts most changes: {accepted}");
+    assert!(live > 10, "the loop was running for many of them: {live}");
+    assert_eq!(
+        state.corrections.len(),
+        accepted,
+        "one correction per accepted redirect"
+    );
+    let journal = std::fs::read_to_string(env.path("aot.yaml.journal.jsonl")).unwrap();
+    assert_eq!(
+        journal.matches(r#""type":"correction_recorded""#).count(),
+        accepted,
+        "journaled once each"
+    );
+    assert_eq!(env.aot(&["replay", "--check"]).code, 0);
+}
