@@ -248,3 +248,99 @@ pub fn plan(
     }
     Ok(events)
 }
+
+/// Plans the events that take in a hand edit of the state file — `current` is
+/// what the file held before the edit (the store's expectation at the file's
+/// revision), `edited` what it holds now: the edit's
+/// user-owned parts as one `user_edited`, each kind of change as a correction
+/// (with the same trail rules as `aot redirect`), changed bindings as
+/// overrides, and a changed `control` (a stop written by hand) as is. An edit
+/// of other engine-owned fields (status, attempts, trail, run, corrections) is
+/// refused: those are the engine's record of what happened.
+pub fn from_edit(current: &StateFile, edited: &StateFile, at: Timestamp) -> Result<Vec<Event>, Refused> {
+    let engine_edits: Vec<String> = current
+        .engine_differences(edited)
+        .into_iter()
+        .filter(|f| f != "bindings")
+        .collect();
+    if !engine_edits.is_empty() {
+        return Err(Refused::Invalid(format!(
+            "engine-owned fields were edited ({}); change the work with `aot redirect` or the user-owned fields",
+            engine_edits.join(", ")
+        )));
+    }
+    let mut changes = Vec::new();
+    let (a, b) = (&current.objective, &edited.objective);
+    let objective_changed = a.goal != b.goal
+        || a.raw_input != b.raw_input
+        || a.background_intent != b.background_intent
+        || a.deliverables != b.deliverables
+        || a.definition_of_done != b.definition_of_done
+        || a.base_case != b.base_case;
+    let mut kinds = Vec::new();
+    if objective_changed {
+        kinds.push((
+            CorrectionKind::ObjectiveChange,
+            "hand edit of the objective".to_string(),
+        ));
+    }
+    let atoms_changed = current.graph.atoms.len() != edited.graph.atoms.len()
+        || current
+            .graph
+            .atoms
+            .iter()
+            .zip(&edited.graph.atoms)
+            .any(|((x, p), (y, q))| x != y || p.definition() != q.definition());
+    if atoms_changed || current.workers != edited.workers {
+        kinds.push((CorrectionKind::DagAdjustment, "hand edit of the graph".to_string()));
+    }
+    if a.constraints != b.constraints {
+        kinds.push((
+            CorrectionKind::ConstraintChange,
+            "hand edit of the constraints".to_string(),
+        ));
+    }
+    for (atom, binding) in &edited.bindings {
+        if current.bindings.get(atom).map(|c| &c.summary) != Some(&binding.summary) {
+            changes.push(Change::Bind {
+                atom: atom.clone(),
+                summary: binding.summary.clone(),
+            });
+        }
+    }
+    let mut events = Vec::new();
+    if !edited.user_part_eq(current) {
+        events.push(Event::user_edited(edited));
+    }
+    for (kind, description) in kinds {
+        events.push(Event::CorrectionRecorded {
+            correction: Correction {
+                at,
+                kind,
+                description,
+                trail_cleared: kind == CorrectionKind::ObjectiveChange,
+            },
+        });
+    }
+    if !changes.is_empty() {
+        let mut after = current.clone();
+        for event in &events {
+            crate::event::apply(
+                &mut after,
+                &crate::event::Record {
+                    v: crate::event::RECORD_VERSION,
+                    seq: 0,
+                    at,
+                    event: event.clone(),
+                },
+            );
+        }
+        events.extend(plan(&after, &changes, Some("hand edit"), at)?);
+    }
+    if current.control != edited.control && events.iter().all(|e| !matches!(e, Event::UserEdited { .. })) {
+        events.push(Event::ControlSet {
+            control: edited.control.clone(),
+        });
+    }
+    Ok(events)
+}

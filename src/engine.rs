@@ -70,6 +70,12 @@ pub struct Options {
 pub trait Observer: Send {
     /// Called after a record is journaled and applied to `state`.
     fn record(&mut self, record: &Record, state: &StateFile);
+
+    /// Called when something needs the user's attention but the run goes on
+    /// (e.g. a hand edit that could not be applied and was saved aside).
+    fn warn(&mut self, message: &str) {
+        let _ = message;
+    }
 }
 
 /// Why the engine could not run.
@@ -423,16 +429,91 @@ impl<'a> Engine<'a> {
         Ok(())
     }
 
-    /// Waits for the next change another process makes (forever, without a watch).
-    async fn next_change(watch: &mut Option<crate::watch::Watch>) {
+    /// Waits for the next change of the watched files (forever, without a watch).
+    async fn next_change(watch: &mut Option<crate::watch::Watch>) -> crate::watch::Changed {
         match watch {
-            Some(w) => {
-                if w.changes.recv().await.is_none() {
-                    std::future::pending::<()>().await;
-                }
-            }
-            None => std::future::pending::<()>().await,
+            Some(w) => match w.changes.recv().await {
+                Some(changed) => changed,
+                None => std::future::pending().await,
+            },
+            None => std::future::pending().await,
         }
+    }
+
+    /// Reacts to a change of the watched files: other processes' journal
+    /// records, or a hand edit of the state file.
+    async fn on_change(&mut self, changed: crate::watch::Changed) -> Result<(), EngineError> {
+        match changed {
+            crate::watch::Changed::Journal => self.sync_external(),
+            crate::watch::Changed::State if self.store.disk_is_ours() => Ok(()),
+            crate::watch::Changed::State => self.take_hand_edit().await,
+        }
+    }
+
+    /// Takes in a hand edit of the state file: a valid one becomes corrections
+    /// (as a redirect would), an invalid one or one of engine-owned fields is
+    /// saved aside and reported, and the loop goes on with its last good state.
+    async fn take_hand_edit(&mut self) -> Result<(), EngineError> {
+        // Editors write in several steps (truncate and write, chunks, rename):
+        // wait until the file has been quiet for a moment, then read it once.
+        loop {
+            let quiet = tokio::time::timeout(Duration::from_millis(100), Self::next_change(&mut self.watch)).await;
+            if quiet.is_err() {
+                break;
+            }
+        }
+        // Stops and redirects that arrived meanwhile are taken in first.
+        self.sync_external()?;
+        for _ in 0..10 {
+            let seen = match self.store.hand_edit(&mut self.state)? {
+                crate::store::DiskEdit::None => return Ok(()),
+                crate::store::DiskEdit::Invalid {
+                    diagnostics,
+                    hash,
+                    text,
+                } => {
+                    let aside = self.store.save_aside(&text)?;
+                    self.observer.warn(&format!(
+                        "{}the edit was not applied; it is saved as {} and the file holds the last good state",
+                        diagnostics.render(false),
+                        aside.display()
+                    ));
+                    hash
+                }
+                crate::store::DiskEdit::Edited {
+                    before,
+                    after,
+                    hash,
+                    text,
+                } => {
+                    match crate::correct::from_edit(&before, &after.state, self.clock.now()) {
+                        Ok(events) => {
+                            let corrected = events.iter().any(|e| matches!(e, Event::CorrectionRecorded { .. }));
+                            self.record(events)?;
+                            if corrected {
+                                self.round_cancel.cancel();
+                            }
+                            if self.state.control.stop_requested {
+                                self.cancel.cancel();
+                            }
+                        }
+                        Err(refused) => {
+                            let aside = self.store.save_aside(&text)?;
+                            self.observer.warn(&format!(
+                                "hand edit not applied: {refused}; it is saved as {}",
+                                aside.display()
+                            ));
+                        }
+                    }
+                    hash
+                }
+            };
+            if self.store.overwrite_if(&mut self.state, seen)? {
+                self.graph = WorkGraph::new(&self.state);
+                return Ok(());
+            }
+        }
+        Ok(())
     }
 
     /// Runs the loop until a stop reason (or one iteration, for `aot step`).
@@ -643,7 +724,7 @@ impl<'a> Engine<'a> {
         let result = loop {
             tokio::select! {
                 result = &mut command => break result,
-                _ = Self::next_change(&mut self.watch) => self.sync_external()?,
+                changed = Self::next_change(&mut self.watch) => self.on_change(changed).await?,
             }
         };
         if result.exit == Exit::Cancelled {
@@ -726,8 +807,8 @@ impl<'a> Engine<'a> {
             }
             let joined = tokio::select! {
                 joined = running.join_next() => joined,
-                _ = Self::next_change(&mut self.watch) => {
-                    self.sync_external()?;
+                changed = Self::next_change(&mut self.watch) => {
+                    self.on_change(changed).await?;
                     continue;
                 }
             };

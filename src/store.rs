@@ -447,6 +447,85 @@ impl Store {
         Ok(outcome)
     }
 
+    /// Returns whether the file on disk is exactly this store's last write
+    /// (cheap: a read and a hash, no parse).
+    pub fn disk_is_ours(&self) -> bool {
+        match (&self.base, std::fs::read(&self.paths.state)) {
+            (Some(base), Ok(bytes)) => document::content_hash(&bytes) == base.hash,
+            _ => false,
+        }
+    }
+
+    /// Looks for an edit of the file made since this store last wrote it,
+    /// after folding in other processes' journal records.
+    pub fn hand_edit(&mut self, state: &mut StateFile) -> Result<DiskEdit, StoreError> {
+        let _lock = self.lock()?;
+        self.catch_up(state)?;
+        let Some(base) = &self.base else {
+            return Ok(DiskEdit::None);
+        };
+        let bytes = match std::fs::read(&self.paths.state) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(DiskEdit::None),
+            Err(source) => {
+                return Err(StoreError::Io {
+                    path: self.paths.state.clone(),
+                    source,
+                });
+            }
+        };
+        let hash = document::content_hash(&bytes);
+        if hash == base.hash {
+            return Ok(DiskEdit::None);
+        }
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        match document::read(&self.paths.state) {
+            Ok(doc) => match self.expected_at(doc.state.run.revision) {
+                Some(expected) if expected == doc.state => Ok(DiskEdit::None),
+                Some(expected) => Ok(DiskEdit::Edited {
+                    before: Box::new(expected),
+                    after: Box::new(doc),
+                    hash,
+                    text,
+                }),
+                None => Ok(DiskEdit::None),
+            },
+            Err(ReadError::Invalid(diagnostics)) => Ok(DiskEdit::Invalid {
+                diagnostics,
+                hash,
+                text,
+            }),
+            Err(ReadError::NotFound(_)) => Ok(DiskEdit::None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Saves `text` (an edit that could not be applied) as `<state>.rejected-<n>.<ext>`.
+    pub fn save_aside(&self, text: &str) -> Result<PathBuf, StoreError> {
+        let path = self.paths.next_rejected(self.format);
+        write_atomic(&path, text.as_bytes()).map_err(io_error(&path))?;
+        Ok(path)
+    }
+
+    /// Writes `state` over the file if it still holds the bytes hashed
+    /// `seen` (an edit that has been taken in or set aside); returns false when
+    /// the file changed again meanwhile, so the caller looks again.
+    pub fn overwrite_if(&mut self, state: &mut StateFile, seen: u64) -> Result<bool, StoreError> {
+        let _lock = self.lock()?;
+        self.catch_up(state)?;
+        let current = std::fs::read(&self.paths.state)
+            .map(|b| document::content_hash(&b))
+            .ok();
+        if current != Some(seen) {
+            return Ok(false);
+        }
+        if let (Ok(text), Some(base)) = (std::fs::read_to_string(&self.paths.state), &mut self.base) {
+            base.header = document::header_of(&text);
+        }
+        self.write(state)?;
+        Ok(true)
+    }
+
     /// Applies records other processes appended since this store last looked.
     fn catch_up(&mut self, state: &mut StateFile) -> Result<Vec<Record>, StoreError> {
         let theirs = self.ensure_journal()?.catch_up()?;
@@ -667,6 +746,33 @@ impl Store {
         }
         Ok((state, notices))
     }
+}
+
+/// What the state file holds compared with what this store expects.
+#[derive(Debug)]
+pub enum DiskEdit {
+    /// Nothing new: the file is this store's last write, or explained by the journal.
+    None,
+    /// A valid edit: `before` is what the file held before it, `after` what it holds.
+    Edited {
+        /// The expected state at the file's revision.
+        before: Box<StateFile>,
+        /// The file as edited.
+        after: Box<Document>,
+        /// The edited bytes' hash.
+        hash: u64,
+        /// The edited text.
+        text: String,
+    },
+    /// The file does not parse or validate.
+    Invalid {
+        /// Every problem.
+        diagnostics: crate::diag::Diagnostics,
+        /// The edited bytes' hash.
+        hash: u64,
+        /// The edited text.
+        text: String,
+    },
 }
 
 enum DiskState {

@@ -133,6 +133,18 @@ fn describe(record: &Record) -> Option<String> {
 }
 
 impl Observer for Printer {
+    fn warn(&mut self, message: &str) {
+        match self {
+            Printer::Json => {
+                let line = serde_json::json!({ "warning": message });
+                let _ = writeln!(std::io::stdout().lock(), "{line}");
+            }
+            Printer::Live(live) => {
+                let _ = live.bars.println(format!("warning: {}", message.trim_end()));
+            }
+        }
+    }
+
     fn record(&mut self, record: &Record, state: &StateFile) {
         match self {
             Printer::Json => {

@@ -367,3 +367,107 @@ fn redirects_racing_a_busy_loop_are_each_applied_and_journaled_once() {
     );
     assert_eq!(env.aot(&["replay", "--check"]).code, 0);
 }
+
+/// A running loop over one atom that sleeps until the file `go` exists.
+fn waiting_loop(env: &TestEnv, tag: &str) -> (std::process::Child, String) {
+    let marker = format!("aot-it-{tag}-{}", std::process::id());
+    env.write(
+        "aot.yaml",
+        &aligned(&format!(
+            "graph:\n  atoms:\n    long:\n      run: 'touch started-$AOT_ATTEMPT; if [ -f go ]; then touch finished; else exec -a {marker} sleep 1000; fi'\n"
+        )),
+    );
+    (env.start_until("started-1"), marker)
+}
+
+#[test]
+fn a_hand_edit_saved_by_rename_becomes_a_correction() {
+    let env = TestEnv::new();
+    let (runner, _) = waiting_loop(&env, "rename");
+    env.write("go", "");
+    // Save as vim does: write a new file, rename it over the old one.
+    let text = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
+    let edited = text.replace("  base_case:", "  constraints:\n    max_retries: 4\n  base_case:");
+    assert_ne!(edited, text);
+    env.write("aot.yaml.swp-new", &edited);
+    std::fs::rename(env.path("aot.yaml.swp-new"), env.path("aot.yaml")).unwrap();
+    let output = runner.wait_with_output().unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "the edit interrupted the sleeping atom, which then finished"
+    );
+    let state = document::read(&env.path("aot.yaml")).unwrap().state;
+    assert_eq!(state.objective.constraints.max_retries, Some(4));
+    let kinds: Vec<String> = state.corrections.iter().map(|c| c.description.clone()).collect();
+    assert_eq!(kinds, ["hand edit of the constraints"]);
+    assert_eq!(env.aot(&["replay", "--check"]).code, 0);
+}
+
+#[test]
+fn a_hand_edit_written_in_place_changing_the_goal_clears_the_trail() {
+    let env = TestEnv::new();
+    let (runner, _) = waiting_loop(&env, "inplace");
+    env.write("go", "");
+    let text = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
+    // Truncate and write, in two chunks, as some tools do.
+    let edited = text.replace("goal: test", "goal: a new goal");
+    let (first, second) = edited.split_at(edited.len() / 2);
+    {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(env.path("aot.yaml"))
+            .unwrap();
+        file.write_all(first.as_bytes()).unwrap();
+        file.flush().unwrap();
+        file.write_all(second.as_bytes()).unwrap();
+    }
+    assert_eq!(runner.wait_with_output().unwrap().status.code(), Some(0));
+    let state = document::read(&env.path("aot.yaml")).unwrap().state;
+    assert_eq!(state.objective.goal.as_deref(), Some("a new goal"));
+    assert_eq!(state.corrections.len(), 1, "seen exactly once as a complete file");
+    assert!(state.corrections[0].trail_cleared);
+}
+
+#[test]
+fn an_invalid_hand_edit_is_set_aside_and_the_loop_keeps_its_last_good_state() {
+    let env = TestEnv::new();
+    let (runner, _) = waiting_loop(&env, "invalid");
+    let garbage = "version: 1\nobjective: [ this is not finished\n";
+    std::fs::write(env.path("aot.yaml"), garbage).unwrap();
+    // The loop restores the file; wait (bounded) until it is valid again.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while document::read(&env.path("aot.yaml")).is_err() {
+        assert!(std::time::Instant::now() < deadline, "the file was not restored");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(
+        std::fs::read_to_string(env.path("aot.yaml.rejected-1.yaml")).unwrap(),
+        garbage,
+        "the edit is kept aside"
+    );
+    assert_eq!(env.aot(&["stop", "--wait"]).code, 0);
+    let output = runner.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(3), "the loop ran on until stopped");
+}
+
+#[test]
+fn a_stop_written_by_hand_stops_the_loop() {
+    let env = TestEnv::new();
+    let (runner, marker) = waiting_loop(&env, "handstop");
+    let text = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
+    std::fs::write(
+        env.path("aot.yaml"),
+        text.replace("stop_requested: false", "stop_requested: true"),
+    )
+    .unwrap();
+    assert_eq!(runner.wait_with_output().unwrap().status.code(), Some(3));
+    let alive = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .any(|c| String::from_utf8_lossy(&c).contains(&marker));
+    assert!(!alive);
+}
