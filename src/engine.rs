@@ -454,6 +454,12 @@ impl<'a> Engine<'a> {
     /// (as a redirect would), an invalid one or one of engine-owned fields is
     /// saved aside and reported, and the loop goes on with its last good state.
     async fn take_hand_edit(&mut self) -> Result<(), EngineError> {
+        // Another aot process (stop, redirect) writes through the journal: such a
+        // file is explained by it and needs no waiting.
+        self.sync_external()?;
+        if matches!(self.store.hand_edit(&mut self.state)?, crate::store::DiskEdit::None) {
+            return Ok(());
+        }
         // Editors write in several steps (truncate and write, chunks, rename):
         // wait until the file has been quiet for a moment, then read it once.
         loop {
