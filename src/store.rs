@@ -421,12 +421,12 @@ impl Store {
                 if let Some(expected) = self.expected_at(doc.state.run.revision)
                     && doc.state != expected
                 {
-                    let engine_edits = doc.state.engine_differences(&expected);
-                    if engine_edits.is_empty() {
-                        events.insert(0, Event::user_edited(&doc.state));
-                        outcome = Committed::Merged;
-                    } else {
-                        conflict = Some(format!("engine-owned fields changed: {}", engine_edits.join(", ")));
+                    match crate::correct::from_edit(&expected, &doc.state, self.clock.now()) {
+                        Ok(edit) => {
+                            events.splice(0..0, edit);
+                            outcome = Committed::Merged;
+                        }
+                        Err(refused) => conflict = Some(refused.to_string()),
                     }
                 }
             }
@@ -727,8 +727,9 @@ impl Store {
                 }
                 if doc.state != expected {
                     let engine_edits = doc.state.engine_differences(&expected);
-                    if engine_edits.is_empty() {
-                        events.push(Event::user_edited(&state));
+                    // A hand edit is recorded like a redirect: corrections with their trail rules.
+                    if let Ok(edit) = crate::correct::from_edit(&expected, &doc.state, self.clock.now()) {
+                        events.extend(edit);
                         notices.push(Notice::MergedEdit);
                     } else {
                         events.push(Event::snapshot(&state));

@@ -110,7 +110,20 @@ fn a_hand_edit_of_user_fields_is_merged_and_journaled() {
         .collect::<Vec<_>>()
         .into_iter()
         .collect();
-    assert_eq!(kinds, ["snapshot", "user_edited", "atom_started", "atom_solved"]);
+    assert_eq!(
+        kinds,
+        [
+            "snapshot",
+            "user_edited",
+            "correction_recorded",
+            "correction_recorded",
+            "atom_started",
+            "atom_solved"
+        ],
+        "the edit is recorded as corrections: objective, then graph"
+    );
+    let described: Vec<&str> = state.corrections.iter().map(|c| c.description.as_str()).collect();
+    assert_eq!(described, ["hand edit of the objective", "hand edit of the graph"]);
     assert_replay_agrees(&path);
 }
 
@@ -121,17 +134,14 @@ fn a_hand_edit_of_engine_fields_is_never_overwritten() {
     let mut store = env.store(&path);
     let (mut state, _) = store.open().unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
-    let edited = text.replace(
-        "bindings: {}",
-        "bindings:\n  left:\n    summary: done by hand\n    at: 2026-01-01T00:00:00Z\n    attempt: 1",
-    );
+    let edited = text.replace("    prepare:\n", "    prepare:\n      status: failed\n");
     assert_ne!(edited, text);
     std::fs::write(&path, &edited).unwrap();
     let err = store.commit(&mut state, solved("prepare")).unwrap_err();
     let StoreError::Conflict { rejected, reason, .. } = err else {
         panic!("{err}")
     };
-    assert!(reason.contains("bindings"), "{reason}");
+    assert!(reason.contains("graph.atoms.prepare"), "{reason}");
     assert_eq!(
         std::fs::read_to_string(&path).unwrap(),
         edited,
@@ -346,5 +356,23 @@ fn a_transaction_between_a_runners_records_and_its_save_is_not_a_conflict() {
     assert_eq!(runner.commit(&mut state, Vec::new()).unwrap(), Committed::Saved);
     let on_disk = document::read(&path).unwrap().state;
     assert_eq!(on_disk, state);
+    assert_replay_agrees(&path);
+}
+
+#[test]
+fn a_binding_edited_by_hand_is_a_bindings_override() {
+    let env = TestEnv::new();
+    let path = env.example("diamond.yaml");
+    let mut store = env.store(&path);
+    let (mut state, _) = store.open().unwrap();
+    store.commit(&mut state, solved("prepare")).unwrap();
+    store.commit(&mut state, solved("left")).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let edited = text.replace("summary: left done", "summary: left, by hand");
+    assert_ne!(edited, text);
+    std::fs::write(&path, &edited).unwrap();
+    assert_eq!(store.commit(&mut state, Vec::new()).unwrap(), Committed::Merged);
+    assert_eq!(state.bindings["left"].summary, "left, by hand");
+    assert_eq!(state.corrections.last().unwrap().kind, CorrectionKind::BindingsOverride);
     assert_replay_agrees(&path);
 }
