@@ -418,7 +418,8 @@ impl Store {
                 if let Some(base) = &mut self.base {
                     base.header = doc.header.clone();
                 }
-                if let Some(expected) = self.expected_at(doc.state.run.revision)
+                let base_revision = self.base.as_ref().map_or(0, |b| b.state.run.revision);
+                if let Some(expected) = self.expected_before(&doc.state, base_revision)?
                     && doc.state != expected
                 {
                     match crate::correct::from_edit(&expected, &doc.state, self.clock.now()) {
@@ -479,8 +480,9 @@ impl Store {
             return Ok(DiskEdit::None);
         }
         let text = String::from_utf8_lossy(&bytes).into_owned();
+        let base_revision = base.state.run.revision;
         match document::read(&self.paths.state) {
-            Ok(doc) => match self.expected_at(doc.state.run.revision) {
+            Ok(doc) => match self.expected_before(&doc.state, base_revision)? {
                 Some(expected) if expected == doc.state => Ok(DiskEdit::None),
                 Some(expected) => Ok(DiskEdit::Edited {
                     before: Box::new(expected),
@@ -534,6 +536,27 @@ impl Store {
         }
         self.unsaved.extend(theirs.iter().cloned());
         Ok(theirs)
+    }
+
+    /// Returns what an edited file held before its edit. An editor may save a
+    /// stale buffer — a file from before this store's last write — so an older
+    /// revision is folded from the journal itself.
+    fn expected_before(&self, edited: &StateFile, base_revision: u64) -> Result<Option<StateFile>, StoreError> {
+        let revision = edited.run.revision;
+        if revision >= base_revision {
+            return Ok(self.expected_at(revision));
+        }
+        let contents = journal::read(&self.paths.journal)?;
+        if revision == 0 {
+            // A file aot never wrote (hand-written): the journal's snapshot of it.
+            let original = contents.records.iter().rev().find_map(|r| match &r.event {
+                Event::Snapshot { state } if state.run.revision == 0 => Some((**state).clone()),
+                _ => None,
+            });
+            return Ok(original.or_else(|| self.expected_at(u64::MAX)));
+        }
+        Ok(event::fold(contents.records.iter().take_while(|r| r.seq <= revision))
+            .or_else(|| self.expected_at(u64::MAX)))
     }
 
     /// Returns what the file should hold at `revision` if nobody edited it: the

@@ -471,3 +471,33 @@ fn a_stop_written_by_hand_stops_the_loop() {
         .any(|c| String::from_utf8_lossy(&c).contains(&marker));
     assert!(!alive);
 }
+
+#[test]
+fn an_edit_saved_from_a_stale_editor_buffer_keeps_the_engines_record() {
+    let env = TestEnv::new();
+    let atoms = "graph:\n  atoms:\n    first: { run: \"echo 'summary: first'\" }\n    long:\n      run: 'touch started-$AOT_ATTEMPT; if [ -f go ]; then touch finished; else sleep 1000; fi'\n      deps: [first]\n";
+    env.write("aot.yaml", &aligned(atoms));
+    // The "editor" loads the file before the loop has done anything.
+    let stale = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
+    let runner = env.start_until("started-1");
+    env.write("go", "");
+    // ...and saves its old buffer with one change of the goal.
+    std::fs::write(
+        env.path("aot.yaml"),
+        stale.replace("goal: test", "goal: from a stale buffer"),
+    )
+    .unwrap();
+    assert_eq!(runner.wait_with_output().unwrap().status.code(), Some(0));
+    let state = document::read(&env.path("aot.yaml")).unwrap().state;
+    assert_eq!(
+        state.objective.goal.as_deref(),
+        Some("from a stale buffer"),
+        "the user's change is taken in"
+    );
+    assert_eq!(
+        state.bindings["first"].summary, "first",
+        "the engine's record is not rolled back"
+    );
+    assert_eq!(state.corrections.len(), 1);
+    assert!(!env.path("aot.yaml.rejected-1.yaml").exists());
+}
