@@ -169,6 +169,15 @@ fn color_stderr() -> bool {
     std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stderr().is_terminal()
 }
 
+/// Returns the wall clock, or — for reproducible tests — a fixed clock starting
+/// at `AOT_TEST_CLOCK` (milliseconds since the epoch) and advancing 1 ms per reading.
+pub fn clock_from_env() -> std::sync::Arc<dyn aot::time::Clock> {
+    match std::env::var("AOT_TEST_CLOCK").ok().and_then(|v| v.parse::<u64>().ok()) {
+        Some(start) => std::sync::Arc::new(aot::time::FixedClock::new(aot::time::Timestamp::from_millis(start), 1)),
+        None => std::sync::Arc::new(aot::time::SystemClock),
+    }
+}
+
 /// Prints a warning line on stderr.
 pub fn warn(message: &str) {
     eprintln!("warning: {message}");

@@ -3,12 +3,9 @@
 //! Applied through the store (journal first, exactly once); a running loop
 //! picks it up at once.
 
-use std::sync::Arc;
-
 use aot::correct::{self, Change, Refused};
 use aot::state::CorrectionKind;
 use aot::store::{self, Store};
-use aot::time::{Clock, SystemClock};
 use serde_json::json;
 
 use super::{CliError, Context, EXIT_OK};
@@ -106,12 +103,12 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
         return Err(aot::document::ReadError::NotFound(ctx.state.clone()).into());
     }
     let changes = changes(&args)?;
-    let clock = SystemClock;
+    let clock = super::clock_from_env();
     // A refused redirect must touch nothing, not even the file's formatting:
     // plan once on a read-only copy before taking the store.
     let current = aot::document::read(&ctx.state)?.state;
     correct::plan(&current, &changes, args.message.as_deref(), clock.now()).map_err(|r| refused(r, ctx))?;
-    let mut store = Store::new(&ctx.state, Arc::new(clock));
+    let mut store = Store::new(&ctx.state, clock.clone());
     let message = args.message.clone();
     let (state, count) = store
         .transact(|s| {

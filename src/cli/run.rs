@@ -2,14 +2,12 @@
 //! and the stop reason's exit code.
 
 use std::io::{IsTerminal, Write};
-use std::sync::Arc;
 use std::time::Instant;
 
 use aot::engine::{Ended, Engine, Observer, Options};
 use aot::event::{Event, Record};
 use aot::state::{AtomStatus, StateFile};
 use aot::store::{self, Notice, Store};
-use aot::time::{Clock, SystemClock};
 use tokio_util::sync::CancellationToken;
 
 use super::{CliError, Context, EXIT_OK, warn};
@@ -235,19 +233,10 @@ pub fn step(ctx: &Context, _args: StepArgs) -> Result<i32, CliError> {
     )
 }
 
-/// Returns the wall clock, or — for reproducible tests — a fixed clock starting
-/// at `AOT_TEST_CLOCK` (milliseconds since the epoch) and advancing 1 ms per reading.
-fn clock_from_env() -> Arc<dyn Clock> {
-    match std::env::var("AOT_TEST_CLOCK").ok().and_then(|v| v.parse::<u64>().ok()) {
-        Some(start) => Arc::new(aot::time::FixedClock::new(aot::time::Timestamp::from_millis(start), 1)),
-        None => Arc::new(SystemClock),
-    }
-}
-
 fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
     options.agent_command = std::env::var("AOT_AGENT_CMD").ok().filter(|c| !c.trim().is_empty());
     let json = ctx.json || !std::io::stdout().is_terminal();
-    let clock = clock_from_env();
+    let clock = super::clock_from_env();
     if !ctx.state.exists() {
         // Report the missing file before taking locks, which would create `.aot/`.
         return Err(aot::document::ReadError::NotFound(ctx.state.clone()).into());

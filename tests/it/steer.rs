@@ -501,3 +501,53 @@ fn an_edit_saved_from_a_stale_editor_buffer_keeps_the_engines_record() {
     assert_eq!(state.corrections.len(), 1);
     assert!(!env.path("aot.yaml.rejected-1.yaml").exists());
 }
+
+/// The parts of the state a correction touches, for snapshots.
+fn corrections_and_trail(env: &TestEnv) -> String {
+    let state = document::read(&env.path("aot.yaml")).unwrap().state;
+    let view = serde_json::json!({
+        "goal": state.objective.goal,
+        "constraints": state.objective.constraints,
+        "atoms": state.graph.atoms.iter().map(|(id, a)| format!("{id}: {}{}", a.status.as_str(),
+            a.chosen.as_ref().map(|c| format!(" (chosen {c})")).unwrap_or_default())).collect::<Vec<_>>(),
+        "bindings": state.bindings.iter().map(|(id, b)| format!("{id}: {}", b.summary)).collect::<Vec<_>>(),
+        "trail": state.trail,
+        "corrections": state.corrections,
+    });
+    serde_saphyr::to_string(&view).unwrap()
+}
+
+#[test]
+fn the_state_before_and_after_each_redirect_kind() {
+    let env = TestEnv::new();
+    std::fs::copy(
+        crate::common::root().join("state/or-fallback.yaml"),
+        env.path("aot.yaml"),
+    )
+    .unwrap();
+    assert_eq!(env.aot_fixed_clock(&["step"]).code, 0);
+    insta::assert_snapshot!("redirect_0_before", corrections_and_trail(&env));
+    let steps: [(&str, &[&str]); 4] = [
+        (
+            "redirect_1_constraint_change",
+            &["redirect", "--set", "max_retries=3", "flaky network"],
+        ),
+        (
+            "redirect_2_dag_adjustment",
+            &["redirect", "--add-atom", "lint=true", "--deps", "setup"],
+        ),
+        (
+            "redirect_3_bindings_override",
+            &["redirect", "--bind", "setup=made by hand"],
+        ),
+        (
+            "redirect_4_objective_change",
+            &["redirect", "--goal", "Produce config, fast"],
+        ),
+    ];
+    for (name, args) in steps {
+        let run = env.aot_fixed_clock(args);
+        assert_eq!(run.code, 0, "{}", run.transcript());
+        insta::assert_snapshot!(name, corrections_and_trail(&env));
+    }
+}
