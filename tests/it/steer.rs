@@ -319,8 +319,22 @@ fn redirects_racing_a_busy_loop_are_each_applied_and_journaled_once() {
     env.write("aot.yaml", &aligned(&atoms));
     let runner = env.start_until("started");
     let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed);
-    let (mut accepted, mut live) = (0, 0);
+    let (mut accepted, mut live, mut hand_edits) = (0, 0, 0);
+    let mut hand_ids = Vec::new();
     for i in 0..100 {
+        if rng.random_range(0..4) == 0 {
+            // A hand edit: add an atom by editing the file in place.
+            let text = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
+            let marker = "\n  atoms:\n";
+            if let Some(at) = text.find(marker) {
+                let rest = &text[at + marker.len()..];
+                let edited = format!("{}{marker}    hand{i}:\n      run: 'true'\n{rest}", &text[..at]);
+                std::fs::write(env.path("aot.yaml"), edited).unwrap();
+                hand_edits += 1;
+                hand_ids.push(i);
+            }
+            continue;
+        }
         let args: Vec<String> = match rng.random_range(0..5) {
             0 => vec!["--set".into(), format!("max_retries={}", rng.random_range(0..4))],
             1 => vec!["--add-atom".into(), format!("extra{i}=true")],
@@ -354,16 +368,46 @@ fn redirects_racing_a_busy_loop_are_each_applied_and_journaled_once() {
     let state = document::read(&env.path("aot.yaml")).unwrap().state;
     assert!(accepted > 30, "the mix accepts most changes: {accepted}");
     assert!(live > 10, "the loop was running for many of them: {live}");
+    // A last accepted redirect takes in any hand edit no one has read yet.
+    assert_eq!(env.aot(&["redirect", "--set", "max_retries=1"]).code, 0);
+    accepted += 1;
+    let state = document::read(&env.path("aot.yaml")).unwrap().state;
+    // Hand edits saved before anyone read the file are one edit, so they are
+    // counted by what they did: every hand-added atom is in the graph or in an
+    // edit set aside; none is lost.
+    let set_aside: String = std::fs::read_dir(env.dir.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(".rejected-"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect();
+    assert!(hand_edits > 10, "the mix includes hand edits: {hand_edits}");
+    for i in &hand_ids {
+        let id = format!("hand{i}");
+        assert!(
+            state.graph.atoms.contains_key(&id) || set_aside.contains(&format!("{id}:")),
+            "the hand edit adding {id} was lost"
+        );
+    }
+    let by_hand = state
+        .corrections
+        .iter()
+        .filter(|c| c.description.starts_with("hand edit"))
+        .count();
+    assert!(
+        by_hand >= 1 && by_hand <= hand_edits,
+        "{by_hand} hand-edit corrections for {hand_edits} edits"
+    );
     assert_eq!(
-        state.corrections.len(),
+        state.corrections.len() - by_hand,
         accepted,
         "one correction per accepted redirect"
     );
     let journal = std::fs::read_to_string(env.path("aot.yaml.journal.jsonl")).unwrap();
     assert_eq!(
         journal.matches(r#""type":"correction_recorded""#).count(),
-        accepted,
-        "journaled once each"
+        state.corrections.len(),
+        "each correction journaled once"
     );
     assert_eq!(env.aot(&["replay", "--check"]).code, 0);
 }
