@@ -88,6 +88,21 @@ pub enum Refused {
     Graph(Diagnostics),
 }
 
+/// Returns `state` with planned (not yet journaled) events applied.
+fn with_events(state: &StateFile, events: &[Event], at: Timestamp) -> StateFile {
+    let mut after = state.clone();
+    for event in events {
+        let record = crate::event::Record {
+            v: crate::event::RECORD_VERSION,
+            seq: after.run.revision,
+            at,
+            event: event.clone(),
+        };
+        crate::event::apply(&mut after, &record);
+    }
+    after
+}
+
 fn set_constraint(state: &mut StateFile, key: &str, value: &str) -> Result<(), Refused> {
     let c = &mut state.objective.constraints;
     let count = |v: &str| {
@@ -171,18 +186,7 @@ pub fn plan(
         events.push(Event::user_edited(&next));
     }
     // Plan graph-level changes on the edited graph, in the order of the kinds.
-    let mut after = next.clone();
-    for event in &events {
-        crate::event::apply(
-            &mut after,
-            &crate::event::Record {
-                v: crate::event::RECORD_VERSION,
-                seq: 0,
-                at,
-                event: event.clone(),
-            },
-        );
-    }
+    let after = with_events(state, &events, at);
     let graph = WorkGraph::new(&after);
     // One correction per kind, most destructive first, each after its own events,
     // so that clearing the trail never erases what this redirect adds to it.
@@ -323,18 +327,7 @@ pub fn from_edit(current: &StateFile, edited: &StateFile, at: Timestamp) -> Resu
         });
     }
     if !changes.is_empty() {
-        let mut after = current.clone();
-        for event in &events {
-            crate::event::apply(
-                &mut after,
-                &crate::event::Record {
-                    v: crate::event::RECORD_VERSION,
-                    seq: 0,
-                    at,
-                    event: event.clone(),
-                },
-            );
-        }
+        let after = with_events(current, &events, at);
         events.extend(plan(&after, &changes, Some("hand edit"), at)?);
     }
     if current.control != edited.control && events.iter().all(|e| !matches!(e, Event::UserEdited { .. })) {
