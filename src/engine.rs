@@ -378,7 +378,18 @@ impl<'a> Engine<'a> {
         self.store.commit(&mut self.state, Vec::new())?;
         self.graph = WorkGraph::new(&self.state);
         self.last_save = Instant::now();
+        self.report_preserved();
         Ok(())
+    }
+
+    /// Reports edits that landed while the file was being saved (kept aside).
+    fn report_preserved(&mut self) {
+        for kept in self.store.take_preserved() {
+            self.observer.warn(&format!(
+                "the file was edited while aot was saving it; that edit is kept as {} — apply it again",
+                kept.display()
+            ));
+        }
     }
 
     fn stop(&mut self, reason: StopReason, message: String, evidence: Option<Evidence>) -> Result<Ended, EngineError> {
@@ -516,6 +527,7 @@ impl<'a> Engine<'a> {
             };
             if self.store.overwrite_if(&mut self.state, seen)? {
                 self.graph = WorkGraph::new(&self.state);
+                self.report_preserved();
                 return Ok(());
             }
         }

@@ -290,6 +290,10 @@ pub struct Store {
     /// Records journaled (by anyone) since the file was last written by this
     /// store: the base plus these explain what the file may legitimately hold.
     unsaved: Vec<Record>,
+    /// Hash of the state file as this store last read or wrote it.
+    disk_hash: Option<u64>,
+    /// Edits found overwritten-in-waiting at a save, kept aside (see `write`).
+    preserved: Vec<PathBuf>,
     durable: bool,
 }
 
@@ -311,6 +315,8 @@ impl Store {
             journal: None,
             base: None,
             unsaved: Vec::new(),
+            disk_hash: None,
+            preserved: Vec::new(),
             durable: true,
         }
     }
@@ -476,6 +482,7 @@ impl Store {
             }
         };
         let hash = document::content_hash(&bytes);
+        self.disk_hash = Some(hash);
         if hash == base.hash {
             return Ok(DiskEdit::None);
         }
@@ -521,6 +528,7 @@ impl Store {
         if current != Some(seen) {
             return Ok(false);
         }
+        self.disk_hash = Some(seen);
         if let (Ok(text), Some(base)) = (std::fs::read_to_string(&self.paths.state), &mut self.base) {
             base.header = document::header_of(&text);
         }
@@ -608,21 +616,82 @@ impl Store {
         document::to_text(state, self.format, header).map_err(StoreError::Serialize)
     }
 
+    /// Returns the edits that were written to the file while this store was
+    /// saving it, each kept aside as `<state>.rejected-<n>`, for the caller to report.
+    pub fn take_preserved(&mut self) -> Vec<PathBuf> {
+        std::mem::take(&mut self.preserved)
+    }
+
+    /// Writes the state file atomically without ever destroying bytes someone
+    /// else wrote. Editors do not take aot's locks, so a check of the file
+    /// followed by a rename over it could discard an edit saved in between.
+    /// Instead the new file is exchanged with the current one in one step
+    /// (`renameat2(RENAME_EXCHANGE)`: the path always holds a complete file),
+    /// and what comes out is compared with what this store last read or wrote:
+    /// an edit made in between is kept as `<state>.rejected-<n>` (`take_preserved`).
     fn write(&mut self, state: &StateFile) -> Result<(), StoreError> {
         self.ensure_journal()?.sync()?;
         let text = self.render(state)?;
-        write_atomic(&self.paths.state, text.as_bytes()).map_err(io_error(&self.paths.state))?;
+        let path = self.paths.state.clone();
+        let dir = self.paths.dir().to_path_buf();
+        let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+        let io = io_error(&path);
+        let prepared = (|| {
+            let mut file = File::create(&tmp)?;
+            if let Ok(meta) = std::fs::metadata(&path) {
+                file.set_permissions(meta.permissions())?;
+            }
+            file.write_all(text.as_bytes())?;
+            file.sync_all()
+        })();
+        if let Err(e) = prepared {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(io(e));
+        }
+        // Swap the new file in atomically; what was there comes out under `tmp`.
+        let swapped = nix::fcntl::renameat2(
+            nix::fcntl::AT_FDCWD,
+            tmp.as_path(),
+            nix::fcntl::AT_FDCWD,
+            path.as_path(),
+            nix::fcntl::RenameFlags::RENAME_EXCHANGE,
+        );
+        let previous = match swapped {
+            Ok(()) => Some(tmp.clone()),
+            // No file yet, or a file system without exchange: a plain atomic rename.
+            Err(_) => {
+                if let Err(e) = std::fs::rename(&tmp, &path) {
+                    let _ = std::fs::remove_file(&tmp);
+                    return Err(io_error(&path)(e));
+                }
+                None
+            }
+        };
+        File::open(&dir).and_then(|d| d.sync_all()).map_err(io_error(&dir))?;
+        if let Some(previous) = previous {
+            let hash = std::fs::read(&previous).map(|b| document::content_hash(&b)).ok();
+            if self.disk_hash.is_none() || hash == self.disk_hash {
+                let _ = std::fs::remove_file(&previous);
+            } else {
+                let kept = self.paths.next_rejected(self.format);
+                std::fs::rename(&previous, &kept).map_err(io_error(&kept))?;
+                self.preserved.push(kept);
+            }
+        }
         self.unsaved.clear();
+        let hash = document::content_hash(text.as_bytes());
+        self.disk_hash = Some(hash);
         let header = self.base.as_ref().map(|b| b.header.clone()).unwrap_or_default();
         self.base = Some(Base {
-            hash: document::content_hash(text.as_bytes()),
+            hash,
             state: state.clone(),
             header,
         });
         Ok(())
     }
 
-    fn read_disk(&self) -> Result<Option<DiskState>, StoreError> {
+    fn read_disk(&mut self) -> Result<Option<DiskState>, StoreError> {
         let Some(base) = &self.base else {
             return Ok(None);
         };
@@ -636,7 +705,9 @@ impl Store {
                 });
             }
         };
-        if document::content_hash(&bytes) == base.hash {
+        let hash = document::content_hash(&bytes);
+        self.disk_hash = Some(hash);
+        if hash == base.hash {
             return Ok(Some(DiskState::Unchanged));
         }
         match document::read(&self.paths.state) {
@@ -712,6 +783,7 @@ impl Store {
             header: doc.header.clone(),
         });
         self.unsaved.clear();
+        self.disk_hash = Some(doc.hash);
         let mut notices = Vec::new();
         if let Some(torn) = contents.torn {
             notices.push(Notice::TornTail(torn));
