@@ -117,9 +117,21 @@ pub fn read(path: &Path) -> Result<Document, ReadError> {
         path: path.to_path_buf(),
         source,
     })?;
-    let hash = content_hash(&bytes);
-    let text = decode(&label, &bytes).map_err(ReadError::Invalid)?;
-    let state = parse(&label, text, Format::of(path)).map_err(ReadError::Invalid)?;
+    from_bytes(path, &bytes, content_hash(&bytes)).map_err(ReadError::Invalid)
+}
+
+/// Parses and validates state-file bytes already read from `path` (whose
+/// content hash is `hash`), so a caller that has the bytes need not read again.
+pub fn from_bytes(path: &Path, bytes: &[u8], hash: u64) -> Result<Document, Diagnostics> {
+    let label = path.display().to_string();
+    if bytes.len() as u64 > MAX_STATE_BYTES {
+        return Err(Diagnostics::single(
+            label,
+            format!("is over {} MiB", MAX_STATE_BYTES / 1048576),
+        ));
+    }
+    let text = decode(&label, bytes)?;
+    let state = parse(&label, text, Format::of(path))?;
     Ok(Document {
         state,
         header: header_of(text),

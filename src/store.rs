@@ -468,27 +468,17 @@ impl Store {
     pub fn hand_edit(&mut self, state: &mut StateFile) -> Result<DiskEdit, StoreError> {
         let _lock = self.lock()?;
         self.catch_up(state)?;
-        let Some(base) = &self.base else {
+        let Some((base_hash, base_revision)) = self.base.as_ref().map(|b| (b.hash, b.state.run.revision)) else {
             return Ok(DiskEdit::None);
         };
-        let bytes = match std::fs::read(&self.paths.state) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(DiskEdit::None),
-            Err(source) => {
-                return Err(StoreError::Io {
-                    path: self.paths.state.clone(),
-                    source,
-                });
-            }
+        let Some((bytes, hash)) = self.read_bytes()? else {
+            return Ok(DiskEdit::None);
         };
-        let hash = document::content_hash(&bytes);
-        self.disk_hash = Some(hash);
-        if hash == base.hash {
+        if hash == base_hash {
             return Ok(DiskEdit::None);
         }
         let text = String::from_utf8_lossy(&bytes).into_owned();
-        let base_revision = base.state.run.revision;
-        match document::read(&self.paths.state) {
+        match document::from_bytes(&self.paths.state, &bytes, hash) {
             Ok(doc) => match self.expected_before(&doc.state, base_revision)? {
                 Some(expected) if expected == doc.state => Ok(DiskEdit::None),
                 Some(expected) => Ok(DiskEdit::Edited {
@@ -499,14 +489,30 @@ impl Store {
                 }),
                 None => Ok(DiskEdit::None),
             },
-            Err(ReadError::Invalid(diagnostics)) => Ok(DiskEdit::Invalid {
+            Err(diagnostics) => Ok(DiskEdit::Invalid {
                 diagnostics,
                 hash,
                 text,
             }),
-            Err(ReadError::NotFound(_)) => Ok(DiskEdit::None),
-            Err(e) => Err(e.into()),
         }
+    }
+
+    /// Reads the state file's bytes and hash, remembering the hash as what this
+    /// store last saw on disk. `None` when there is no file.
+    fn read_bytes(&mut self) -> Result<Option<(Vec<u8>, u64)>, StoreError> {
+        let bytes = match std::fs::read(&self.paths.state) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(StoreError::Io {
+                    path: self.paths.state.clone(),
+                    source,
+                });
+            }
+        };
+        let hash = document::content_hash(&bytes);
+        self.disk_hash = Some(hash);
+        Ok(Some((bytes, hash)))
     }
 
     /// Saves `text` (an edit that could not be applied) as `<state>.rejected-<n>.<ext>`.
@@ -692,29 +698,18 @@ impl Store {
     }
 
     fn read_disk(&mut self) -> Result<Option<DiskState>, StoreError> {
-        let Some(base) = &self.base else {
+        let Some(base_hash) = self.base.as_ref().map(|b| b.hash) else {
             return Ok(None);
         };
-        let bytes = match std::fs::read(&self.paths.state) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => {
-                return Err(StoreError::Io {
-                    path: self.paths.state.clone(),
-                    source,
-                });
-            }
+        let Some((bytes, hash)) = self.read_bytes()? else {
+            return Ok(None);
         };
-        let hash = document::content_hash(&bytes);
-        self.disk_hash = Some(hash);
-        if hash == base.hash {
+        if hash == base_hash {
             return Ok(Some(DiskState::Unchanged));
         }
-        match document::read(&self.paths.state) {
+        match document::from_bytes(&self.paths.state, &bytes, hash) {
             Ok(doc) => Ok(Some(DiskState::Changed(Box::new(doc)))),
-            Err(ReadError::Invalid(diagnostics)) => Ok(Some(DiskState::Invalid(diagnostics))),
-            Err(ReadError::NotFound(_)) => Ok(None),
-            Err(e) => Err(e.into()),
+            Err(diagnostics) => Ok(Some(DiskState::Invalid(diagnostics))),
         }
     }
 
