@@ -5,9 +5,11 @@
 //! iteration is a *round*: choices are made at OR atoms, ready atoms are
 //! dispatched up to `max_parallel_agents` and replaced as they finish, and
 //! failed attempts are retried with a correction signal, until nothing is
-//! ready or an atom fails for good. At the round's end (the fan-in) failures
-//! are recovered by backtracking, the file is saved, and the base case is
-//! verified per `constraints.verify`. The run stops with exactly one reason.
+//! ready or an atom fails for good. At the round's end (the fan-in gate) a
+//! round with failures, or a finished graph whose base case fails, goes to
+//! the Goal Gradient Solver, whose directive is applied to the graph
+//! ([`replan`]); the file is saved, and the base case is verified per
+//! `constraints.verify`. The run stops with exactly one reason.
 //!
 //! Every transition is journaled as it happens; the state file is written at
 //! iteration boundaries and at most once a second in between.
@@ -22,8 +24,9 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::contract;
+use crate::directive::Steer;
 use crate::event::{Event, Record};
-use crate::graph::{FileOrder, Recovery, WorkGraph};
+use crate::graph::WorkGraph;
 use crate::state::{
     Atom, AtomId, AtomStatus, Binding, Evidence, FailureClass, StateFile, StopReason, StopRecord, VerifyPolicy,
 };
@@ -50,6 +53,26 @@ fn tail(text: &str, max: usize) -> String {
         Some(i) if i + 1 < cut.len() => cut[i + 1..].to_string(),
         _ => cut.to_string(),
     }
+}
+
+mod replan;
+
+/// How an atom that finished in a round ended (the fan-in gate's input).
+#[derive(Debug, Clone)]
+enum Finish {
+    Solved,
+    Failed { class: FailureClass, criterion: String },
+}
+
+/// What a round did.
+#[derive(Debug, Default)]
+struct Round {
+    /// Atoms that finished for good, in order.
+    finished: Vec<(AtomId, Finish)>,
+    /// Atoms that failed for good (losing racers excluded).
+    failures: Vec<(AtomId, FailureClass)>,
+    /// Whether the run was stopped meanwhile.
+    cancelled: bool,
 }
 
 /// The prompt template for agent atoms (`prompts/agent.md`).
@@ -182,8 +205,24 @@ enum JobResult {
 /// context an uninterrupted one would.
 fn reflections(records: &[Record], state: &StateFile) -> HashMap<AtomId, Vec<Reflection>> {
     let mut history: HashMap<AtomId, Vec<Reflection>> = HashMap::new();
+    let mut attempts: HashMap<&str, u32> = HashMap::new();
     for record in records {
         match &record.event {
+            Event::AtomStarted { atom, attempt } => {
+                attempts.insert(atom, *attempt);
+            }
+            // The last attempt's failure: a refine re-dispatches the atom with it.
+            Event::AtomFailed {
+                atom,
+                class,
+                criterion,
+                message,
+            } if attempts.contains_key(atom.as_str()) => history.entry(atom.clone()).or_default().push(Reflection {
+                attempt: attempts[atom.as_str()],
+                criterion: criterion.clone(),
+                class: *class,
+                message: message.clone(),
+            }),
             Event::AttemptFailed {
                 atom,
                 attempt,
@@ -210,7 +249,7 @@ fn reflections(records: &[Record], state: &StateFile) -> HashMap<AtomId, Vec<Ref
             .graph
             .atoms
             .get(id)
-            .is_some_and(|a| a.status == AtomStatus::Pending && a.attempts > 0)
+            .is_some_and(|a| matches!(a.status, AtomStatus::Pending | AtomStatus::Failed))
     });
     history
 }
@@ -393,11 +432,23 @@ impl<'a> Engine<'a> {
     }
 
     fn stop(&mut self, reason: StopReason, message: String, evidence: Option<Evidence>) -> Result<Ended, EngineError> {
+        let final_result = (reason == StopReason::Completed).then(|| Box::new(self.accepted()));
+        self.stop_with(reason, message, evidence, final_result)
+    }
+
+    fn stop_with(
+        &mut self,
+        reason: StopReason,
+        message: String,
+        evidence: Option<Evidence>,
+        final_result: Option<Box<crate::ggs::FinalResult>>,
+    ) -> Result<Ended, EngineError> {
         let stop = StopRecord {
             reason,
             at: self.clock.now(),
             message,
             evidence,
+            final_result,
         };
         self.record(vec![Event::RunStopped { stop: stop.clone() }])?;
         self.save()?;
@@ -601,6 +652,13 @@ impl<'a> Engine<'a> {
         if self.cancel.is_cancelled() {
             return self.stop_manual();
         }
+        // A failure the last run did not get to recover from goes to GGS first.
+        let unrecovered = self.unrecovered();
+        if !unrecovered.is_empty()
+            && let Some(ended) = self.replan(&[], unrecovered, None)?
+        {
+            return Ok(ended);
+        }
 
         let max_iterations = self
             .options
@@ -613,29 +671,14 @@ impl<'a> Engine<'a> {
             }
             let iteration = self.state.run.iteration + 1;
             self.record(vec![Event::IterationStarted { iteration }])?;
-            let (failures, cancelled) = self.round().await?;
-            if cancelled {
+            let round = self.round().await?;
+            if round.cancelled {
                 return self.stop_manual();
             }
-            for (atom, class) in failures {
-                if self.graph.status(&atom) != Some(AtomStatus::Failed) || !self.graph.is_selected(&atom) {
-                    continue;
-                }
-                match self.graph.recover(&atom, class, &FileOrder, &self.state.bindings) {
-                    Recovery::Backtrack { events } => {
-                        self.record(events)?;
-                    }
-                    Recovery::Exhausted { atom, tried, events } => {
-                        self.record(events)?;
-                        let failure = self.last_failure(&atom);
-                        let message = if tried.is_empty() {
-                            format!("{failure}; no OR atom above it has an alternative left")
-                        } else {
-                            format!("{failure}; every alternative was tried ({})", tried.join("; "))
-                        };
-                        return self.stop(StopReason::Exhausted, message, None);
-                    }
-                }
+            if !round.failures.is_empty()
+                && let Some(ended) = self.replan(&round.finished, round.failures, None)?
+            {
+                return Ok(ended);
             }
             self.save()?;
             let policy = self.state.objective.constraints.verify();
@@ -647,12 +690,10 @@ impl<'a> Engine<'a> {
                     return self.stop(StopReason::Completed, "the base case holds".into(), Some(evidence));
                 }
                 if graph_done {
-                    let message = format!(
-                        "every atom is solved but the base case still fails ({}): {}",
-                        evidence.exit_code.map_or("killed".into(), |c| format!("exit {c}")),
-                        last_lines(&evidence.output_tail, 3)
-                    );
-                    return self.stop(StopReason::Exhausted, message, Some(evidence));
+                    if let Some(ended) = self.replan(&round.finished, Vec::new(), Some(&evidence))? {
+                        return Ok(ended);
+                    }
+                    self.save()?;
                 }
             }
             if self.cancel.is_cancelled() {
@@ -761,13 +802,14 @@ impl<'a> Engine<'a> {
         Ok(Some(evidence))
     }
 
-    /// One round; returns the atoms that failed for good and whether it was cancelled.
-    async fn round(&mut self) -> Result<(Vec<(AtomId, FailureClass)>, bool), EngineError> {
+    /// One round: what finished, what failed for good, and whether it was cancelled.
+    async fn round(&mut self) -> Result<Round, EngineError> {
         let parallel = self.state.objective.constraints.max_parallel_agents().max(1) as usize;
         let max_attempts = 1 + self.state.objective.constraints.max_retries();
         let mut running: JoinSet<(AtomId, JobResult)> = JoinSet::new();
         let mut in_flight: HashSet<AtomId> = HashSet::new();
         let mut failures = Vec::new();
+        let mut finished: Vec<(AtomId, Finish)> = Vec::new();
         let mut cancelled = Vec::new();
         // Speculative OR atoms being raced: group → (alternative → its cancel token).
         let mut races: HashMap<AtomId, HashMap<AtomId, CancellationToken>> = HashMap::new();
@@ -803,7 +845,7 @@ impl<'a> Engine<'a> {
                     }
                 }
                 let racing: HashSet<AtomId> = races.keys().cloned().collect();
-                self.make_choices(&mut failures, &racing)?;
+                self.make_choices(&mut failures, &mut finished, &racing)?;
                 while in_flight.len() < parallel && failures.is_empty() {
                     let next = self.graph.ready().find(|id| !in_flight.contains(*id)).map(String::from);
                     let Some(atom) = next else { break };
@@ -876,6 +918,7 @@ impl<'a> Engine<'a> {
                     }
                     let events = self.graph.solve(&atom, binding);
                     self.record(events)?;
+                    finished.push((atom, Finish::Solved));
                 }
                 JobResult::Failed {
                     class,
@@ -922,7 +965,7 @@ impl<'a> Engine<'a> {
                         self.record(vec![Event::AtomFailed {
                             atom: atom.clone(),
                             class,
-                            criterion,
+                            criterion: criterion.clone(),
                             message,
                         }])?;
                         let racer = races.values_mut().any(|r| r.remove(&atom).is_some());
@@ -930,7 +973,8 @@ impl<'a> Engine<'a> {
                         // A losing racer is not a failure of the graph: its OR atom
                         // fails only when no alternative is left.
                         if !racer {
-                            failures.push((atom, class));
+                            failures.push((atom.clone(), class));
+                            finished.push((atom, Finish::Failed { class, criterion }));
                         }
                     }
                 }
@@ -949,10 +993,11 @@ impl<'a> Engine<'a> {
                     .collect(),
             )?;
         }
-        Ok((
+        Ok(Round {
+            finished,
             failures,
-            self.cancel.is_cancelled() || self.state.control.stop_requested,
-        ))
+            cancelled: self.cancel.is_cancelled() || self.state.control.stop_requested,
+        })
     }
 
     /// Chooses at every OR atom waiting for a choice; an OR atom with nothing
@@ -960,6 +1005,7 @@ impl<'a> Engine<'a> {
     fn make_choices(
         &mut self,
         failures: &mut Vec<(AtomId, FailureClass)>,
+        finished: &mut Vec<(AtomId, Finish)>,
         racing: &HashSet<AtomId>,
     ) -> Result<(), EngineError> {
         loop {
@@ -969,15 +1015,34 @@ impl<'a> Engine<'a> {
                 .find(|g| !racing.contains(*g))
                 .map(String::from);
             let Some(group) = next else { return Ok(()) };
-            let events = self.graph.choose(&group, &FileOrder, &self.state.bindings);
+            let steer = Steer::new(&self.state.graph.atoms, &self.state.run.ggs);
+            let events = self.graph.choose(&group, &steer, &self.state.bindings);
             if events.is_empty() {
+                let refused: Vec<String> = self
+                    .graph
+                    .untried(&group)
+                    .into_iter()
+                    .filter_map(|alt| crate::graph::ChoiceOrder::refusal(&steer, &self.graph, alt))
+                    .collect();
+                let message = if refused.is_empty() {
+                    "no alternative left to choose".to_string()
+                } else {
+                    format!("no alternative left that may run: {}", refused.join("; "))
+                };
                 self.record(vec![Event::AtomFailed {
                     atom: group.clone(),
                     class: FailureClass::Logical,
                     criterion: "or".into(),
-                    message: "no alternative left to choose".into(),
+                    message,
                 }])?;
-                failures.push((group, FailureClass::Logical));
+                failures.push((group.clone(), FailureClass::Logical));
+                finished.push((
+                    group,
+                    Finish::Failed {
+                        class: FailureClass::Logical,
+                        criterion: "or".into(),
+                    },
+                ));
                 return Ok(());
             }
             self.record(events)?;

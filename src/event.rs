@@ -117,6 +117,17 @@ pub enum Event {
         /// The atoms.
         atoms: Vec<AtomId>,
     },
+    /// GGS refined: failed atoms go back to pending with a fresh attempt budget,
+    /// keeping their correction history.
+    AtomsRefined {
+        /// The atoms.
+        atoms: Vec<AtomId>,
+    },
+    /// GGS decided what to do after a failed round.
+    GgsDecided {
+        /// The decision (the seed's PlanDirective, with the loss trajectory).
+        decision: Box<crate::ggs::Decision>,
+    },
     /// An atom cannot run until the user fixes its environment.
     AtomBlocked {
         /// The atom.
@@ -193,6 +204,8 @@ impl Event {
             Event::AttemptCancelled { .. } => "attempt_cancelled",
             Event::AtomFailed { .. } => "atom_failed",
             Event::AtomsReset { .. } => "atoms_reset",
+            Event::AtomsRefined { .. } => "atoms_refined",
+            Event::GgsDecided { .. } => "ggs_decided",
             Event::AtomBlocked { .. } => "atom_blocked",
             Event::AtomsPruned { .. } => "atoms_pruned",
             Event::OrChosen { .. } => "or_chosen",
@@ -306,6 +319,20 @@ pub fn apply(state: &mut StateFile, record: &Record) {
             });
         }
         Event::AtomsReset { atoms } => reset(state, atoms),
+        Event::AtomsRefined { atoms } => {
+            for id in atoms {
+                if let Some(a) = state.graph.atoms.get_mut(id) {
+                    a.status = AtomStatus::Pending;
+                    a.attempts = 0;
+                }
+            }
+        }
+        Event::GgsDecided { decision } => {
+            state.run.ggs = state.run.ggs.after(decision);
+            if decision.directive.continues() {
+                state.run.replans += 1;
+            }
+        }
         Event::AtomBlocked { atom, .. } => {
             if let Some(a) = state.graph.atoms.get_mut(atom) {
                 a.status = AtomStatus::Blocked;
@@ -368,7 +395,11 @@ pub fn apply(state: &mut StateFile, record: &Record) {
         }
         Event::CorrectionRecorded { correction } => {
             if correction.trail_cleared {
+                // A new objective is a new task: the controller starts afresh.
                 state.trail.clear();
+                state.run.ggs = crate::ggs::GgsState::default();
+                state.run.replans = 0;
+                state.run.active_ms = 0;
             }
             if correction.kind == CorrectionKind::DagAdjustment {
                 state.trail.push(TrailEntry::UserCorrection {
@@ -379,13 +410,24 @@ pub fn apply(state: &mut StateFile, record: &Record) {
             state.corrections.push(correction.clone());
         }
         Event::BaseCaseChecked { evidence } => state.run.last_verify = Some(evidence.clone()),
-        Event::RunPaused {} => state.run.status = RunStatus::Paused,
+        Event::RunPaused {} => {
+            state.run.status = RunStatus::Paused;
+            end_active(state, at);
+        }
         Event::RunStopped { stop } => {
             state.run.status = RunStatus::Stopped;
             state.run.stop = Some(stop.clone());
+            end_active(state, at);
         }
     }
     state.run.revision = record.seq;
+}
+
+/// Adds the time since the run started to the task's active time (GGS Omega).
+fn end_active(state: &mut StateFile, at: Timestamp) {
+    if let Some(started) = state.run.started_at.take() {
+        state.run.active_ms += at.since(started).as_millis() as u64;
+    }
 }
 
 fn reset(state: &mut StateFile, atoms: &[AtomId]) {

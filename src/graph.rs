@@ -42,10 +42,15 @@ pub struct Ranked {
 }
 
 /// Orders the untried alternatives of an OR atom; may drop some (e.g. those
-/// using a blocked tool). Memory calibration and GGS implement this later.
+/// using a blocked tool): GGS directives and memory calibration implement it.
 pub trait ChoiceOrder {
     /// Returns `candidates` (untried, unblocked, in file order) ranked best first.
     fn rank(&self, graph: &WorkGraph, group: &str, candidates: &[&str]) -> Vec<Ranked>;
+
+    /// Says why `candidate` is left out of the ranking, if it is.
+    fn refusal(&self, _graph: &WorkGraph, _candidate: &str) -> Option<String> {
+        None
+    }
 }
 
 /// The default order: the file's.
@@ -412,7 +417,7 @@ impl WorkGraph {
                     self.set_status(v, AtomStatus::Pruned);
                 }
             }
-            Event::AtomsReset { atoms } => {
+            Event::AtomsReset { atoms } | Event::AtomsRefined { atoms } => {
                 for v in atoms.iter().filter_map(|a| node(a)).collect::<Vec<_>>() {
                     self.reset(v);
                 }
@@ -450,6 +455,7 @@ impl WorkGraph {
             | Event::RunStarted { .. }
             | Event::IterationStarted { .. }
             | Event::BaseCaseChecked { .. }
+            | Event::GgsDecided { .. }
             | Event::RunPaused {}
             | Event::RunStopped { .. } => {}
         }
@@ -465,6 +471,13 @@ impl WorkGraph {
     /// Returns the selected OR atoms that have no alternative chosen, in file order.
     pub fn choice_points(&self) -> impl Iterator<Item = &str> + '_ {
         self.choice_points.iter().map(|&v| self.id(v))
+    }
+
+    /// Returns the OR atoms still open (pending or running), in file order.
+    pub fn choice_groups(&self) -> impl Iterator<Item = &str> + '_ {
+        self.nodes()
+            .filter(|v| self.is_or[v.index()] && is_open(self.status[v.index()]))
+            .map(|v| self.id(v))
     }
 
     /// Returns whether an atom is on a selected branch.
@@ -510,6 +523,24 @@ impl WorkGraph {
             })
             .map(|a| self.id(a))
             .collect()
+    }
+
+    /// Returns the atoms that choosing `alt` would run: it and its dependencies,
+    /// and the alternatives already chosen below it, except what is solved.
+    pub fn plan(&self, alt: &str) -> Vec<&str> {
+        let Some(start) = self.node(alt) else { return Vec::new() };
+        let mut seen = HashSet::new();
+        let mut stack = vec![start];
+        let mut out = Vec::new();
+        while let Some(v) = stack.pop() {
+            if !seen.insert(v) || self.solved(v) {
+                continue;
+            }
+            out.push(self.id(v));
+            stack.extend(self.deps(v));
+            stack.extend(self.chosen[v.index()]);
+        }
+        out
     }
 
     /// Returns whether selecting `start` would select an atom that already
@@ -726,14 +757,35 @@ impl WorkGraph {
                         .filter(|a| self.tried.contains(&(g, *a)))
                         .map(|a| self.id(a))
                         .collect();
-                    tried_report.push(format!("{group}: {}", tried.join(", ")));
+                    let refused: Vec<String> = candidates
+                        .iter()
+                        .map(|c| match order.refusal(self, c) {
+                            Some(why) => format!("{c} ({why})"),
+                            None => c.to_string(),
+                        })
+                        .collect();
+                    let message = if refused.is_empty() {
+                        tried_report.push(format!("{group}: {}", tried.join(", ")));
+                        format!("every alternative failed ({})", tried.join(", "))
+                    } else {
+                        tried_report.push(format!(
+                            "{group}: tried {}; refused {}",
+                            tried.join(", "),
+                            refused.join(", ")
+                        ));
+                        format!(
+                            "no alternative left that may run (tried {}; refused {})",
+                            tried.join(", "),
+                            refused.join(", ")
+                        )
+                    };
                     if is_open(self.status[g.index()]) {
                         failing.insert(g);
                         events.push(Event::AtomFailed {
                             atom: group.to_string(),
                             class,
                             criterion: "or".to_string(),
-                            message: format!("every alternative failed ({})", tried.join(", ")),
+                            message,
                         });
                     }
                 }

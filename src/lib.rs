@@ -10,10 +10,12 @@
 pub mod contract;
 pub mod correct;
 pub mod diag;
+pub mod directive;
 pub mod document;
 pub mod engine;
 pub mod event;
 pub mod export;
+pub mod ggs;
 pub mod graph;
 pub mod journal;
 pub mod schema;

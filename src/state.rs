@@ -673,6 +673,10 @@ pub struct StopRecord {
     /// The base-case run that proved completion, for `completed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<Evidence>,
+    /// GGS's closing report: the final loss, the partial result and, after an
+    /// abandon, what to do next.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_result: Option<Box<crate::ggs::FinalResult>>,
 }
 
 /// Whether a loop is working on this file.
@@ -706,15 +710,29 @@ pub struct RunState {
     /// Replans made (GGS Omega).
     #[serde(default)]
     pub replans: u32,
-    /// When the current or last run started.
+    /// When the current run started (cleared when it stops or pauses).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<Timestamp>,
     /// The last base-case run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_verify: Option<Evidence>,
+    /// Active time of earlier runs of this task, in milliseconds (GGS Omega).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub active_ms: u64,
+    /// The Goal Gradient Solver's state: previous loss, streak, blocked sets, decisions.
+    #[serde(default, skip_serializing_if = "is_default_ggs")]
+    pub ggs: crate::ggs::GgsState,
     /// How the last run ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop: Option<StopRecord>,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_default_ggs(g: &crate::ggs::GgsState) -> bool {
+    *g == crate::ggs::GgsState::default()
 }
 
 impl StateFile {

@@ -3,6 +3,7 @@
 
 mod align;
 mod graph;
+mod log;
 mod redirect;
 mod replay;
 mod run;
@@ -74,6 +75,8 @@ enum Command {
     Replay(replay::Args),
     /// Export the work graph as Graphviz DOT or Mermaid, statuses as colours
     Graph(graph::Args),
+    /// Show the journal as a decision log: runs, failures, GGS decisions and choices
+    Log(log::Args),
 }
 
 /// What a command needs besides its own arguments.
@@ -209,6 +212,7 @@ pub fn main() -> i32 {
         Command::Status(args) => status::run(&ctx, args),
         Command::Replay(args) => replay::run(&ctx, args),
         Command::Graph(args) => graph::run(&ctx, args),
+        Command::Log(args) => log::run(&ctx, args),
     };
     match result {
         Ok(code) => code,

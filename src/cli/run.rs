@@ -87,49 +87,6 @@ impl Drop for Live {
     }
 }
 
-fn first_line(text: &str) -> &str {
-    text.lines().find(|l| !l.trim().is_empty()).unwrap_or("")
-}
-
-/// Returns the readable line for a record, if it deserves one.
-fn describe(record: &Record) -> Option<String> {
-    Some(match &record.event {
-        Event::RunStarted { pid } => format!("aot: run started (pid {pid})"),
-        Event::IterationStarted { iteration } => format!("── iteration {iteration}"),
-        Event::AtomSolved { atom, binding } => format!("  ✓ {atom}  {}", binding.summary),
-        Event::AttemptFailed {
-            atom,
-            attempt,
-            class,
-            criterion,
-            message,
-        } => format!(
-            "  ✗ {atom} attempt {attempt}: {criterion} failed ({class:?}): {}; retrying",
-            first_line(message)
-        ),
-        Event::AtomFailed {
-            atom,
-            class,
-            criterion,
-            message,
-        } => format!("  ✗ {atom} failed: {criterion} ({class:?}): {}", first_line(message)),
-        Event::OrChosen {
-            group, chosen, reason, ..
-        } => format!("  ◇ {group} → {chosen} ({reason})"),
-        Event::Backtracked { group, from, to, .. } => format!("  ↺ {group}: {from} → {to} (backtrack)"),
-        Event::AtomBlocked { atom, reason } => format!("  ⊘ {atom} blocked: {}", first_line(reason)),
-        Event::AtomsReset { atoms } => format!("  ○ back to pending: {}", atoms.join(", ")),
-        Event::AttemptCancelled { atom } => format!("  ○ {atom} interrupted: back to pending"),
-        Event::BaseCaseChecked { evidence } => format!(
-            "  ? base case `{}` → {} ({} ms)",
-            evidence.command,
-            evidence.exit_code.map_or("killed".to_string(), |c| format!("exit {c}")),
-            evidence.duration_ms
-        ),
-        _ => return None,
-    })
-}
-
 impl Observer for Printer {
     fn warn(&mut self, message: &str) {
         match self {
@@ -157,11 +114,13 @@ impl Observer for Printer {
                     | Event::AttemptFailed { atom, .. }
                     | Event::AtomFailed { atom, .. }
                     | Event::AtomBlocked { atom, .. } => live.finished(atom),
-                    Event::AtomsReset { atoms } => atoms.iter().for_each(|a| live.finished(a)),
+                    Event::AtomsReset { atoms } | Event::AtomsRefined { atoms } => {
+                        atoms.iter().for_each(|a| live.finished(a))
+                    }
                     Event::AttemptCancelled { atom } => live.finished(atom),
                     _ => {}
                 }
-                if let Some(line) = describe(record) {
+                if let Some(line) = super::log::describe(record, false) {
                     let _ = live.bars.println(line);
                 }
                 let count = |s: AtomStatus| state.graph.atoms.values().filter(|a| a.status == s).count();
@@ -206,6 +165,20 @@ fn summary(state: &StateFile, ended: &Ended, elapsed: std::time::Duration) -> St
                     evidence.exit_code.map_or("killed".to_string(), |c| format!("exit {c}")),
                     evidence.at
                 ));
+            }
+            if let Some(result) = &stop.final_result {
+                out.push_str(&format!(
+                    "  loss        D={:.2} P={:.2} Ω={:.0}% L={:.2} after {} replans\n",
+                    result.loss.d,
+                    result.loss.p,
+                    result.loss.omega * 100.0,
+                    result.loss.l,
+                    result.replans
+                ));
+                for (i, step) in result.next_moves.iter().enumerate() {
+                    let label = if i == 0 { "next moves" } else { "" };
+                    out.push_str(&format!("  {label:<11} {}. {step}\n", i + 1));
+                }
             }
         }
         Ended::Paused => out.push_str("  paused      after one iteration; `aot step` or `aot start` continues\n"),

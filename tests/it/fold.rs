@@ -107,7 +107,12 @@ fn event() -> impl Strategy<Value = Event> {
                 at: Timestamp::from_millis(1_767_225_600_000),
                 message: "stop".into(),
                 evidence: None,
+                final_result: None,
             },
+        }),
+        prop::collection::vec(atom(), 0..3).prop_map(|atoms| Event::AtomsRefined { atoms }),
+        Just(Event::GgsDecided {
+            decision: Box::new(crate::ggs::sample_decision()),
         }),
     ]
 }

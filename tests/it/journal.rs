@@ -119,6 +119,12 @@ fn one_of_each() -> Vec<Event> {
                 duration_ms: 1234,
             },
         },
+        Event::AtomsRefined {
+            atoms: vec!["build".into()],
+        },
+        Event::GgsDecided {
+            decision: Box::new(crate::ggs::sample_decision()),
+        },
         Event::RunPaused {},
         Event::RunStopped {
             stop: StopRecord {
@@ -126,6 +132,12 @@ fn one_of_each() -> Vec<Event> {
                 at: at(11),
                 message: "base case holds".into(),
                 evidence: None,
+                final_result: Some(Box::new(aot::ggs::accept(
+                    &Default::default(),
+                    0.2,
+                    1,
+                    &Default::default(),
+                ))),
             },
         },
     ];
@@ -142,6 +154,8 @@ fn one_of_each() -> Vec<Event> {
             | Event::AttemptCancelled { .. }
             | Event::AtomFailed { .. }
             | Event::AtomsReset { .. }
+            | Event::AtomsRefined { .. }
+            | Event::GgsDecided { .. }
             | Event::AtomBlocked { .. }
             | Event::AtomsPruned { .. }
             | Event::OrChosen { .. }

@@ -6,6 +6,7 @@ mod cli;
 mod common;
 mod crash;
 mod fold;
+mod ggs;
 mod graph;
 mod graph_props;
 mod journal;

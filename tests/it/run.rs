@@ -90,7 +90,7 @@ graph:
   atoms:
     pick: { or: [a, b] }
     a: { run: 'echo run >> a.count', check: ['false'] }
-    b: { run: 'echo run >> b.count', check: ['false'] }
+    b: { run: 'echo run >> b.count', check: ['false'], tool: other }
 "#;
     env.write("aot.yaml", &aligned("false", atoms));
     let run = env.aot(&["start"]);
@@ -255,10 +255,10 @@ fn the_iteration_limit_stops_with_exit_8() {
 graph:
   atoms:
     pick: { or: [a, b, c, d] }
-    a: { run: 'false' }
-    b: { run: 'false' }
-    c: { run: 'false' }
-    d: { run: 'false' }
+    a: { run: 'false', tool: ta }
+    b: { run: 'false', tool: tb }
+    c: { run: 'false', tool: tc }
+    d: { run: 'false', tool: td }
 "#;
     env.write("aot.yaml", &aligned("false", atoms));
     let run = env.aot(&["start", "--max-iterations", "2"]);

@@ -1,0 +1,178 @@
+//! `aot log`: the journal as a decision log — what ran, what failed, what GGS
+//! decided and why, which alternative was chosen — and `--follow` for a
+//! running loop. Also the line each event gets in `aot start`'s live output.
+
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+use aot::event::{Event, Record};
+use aot::{journal, store};
+
+use super::{CliError, Context, EXIT_OK, warn};
+
+/// Arguments of `aot log`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Show only GGS decisions (loss, gradient, directive, rationale, blocked sets)
+    #[arg(long)]
+    ggs: bool,
+    /// Keep printing records as they are written, until the run stops
+    #[arg(long, short)]
+    follow: bool,
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().find(|l| !l.trim().is_empty()).unwrap_or("")
+}
+
+/// Returns the readable line(s) for a record, if it deserves any. `verbose`
+/// adds what the live display shows by other means (starts, snapshots, stops).
+pub fn describe(record: &Record, verbose: bool) -> Option<String> {
+    Some(match &record.event {
+        Event::RunStarted { pid } => format!("aot: run started (pid {pid})"),
+        Event::IterationStarted { iteration } => format!("── iteration {iteration}"),
+        Event::AtomSolved { atom, binding } => format!("  ✓ {atom}  {}", binding.summary),
+        Event::AttemptFailed {
+            atom,
+            attempt,
+            class,
+            criterion,
+            message,
+        } => format!(
+            "  ✗ {atom} attempt {attempt}: {criterion} failed ({class:?}): {}; retrying",
+            first_line(message)
+        ),
+        Event::AtomFailed {
+            atom,
+            class,
+            criterion,
+            message,
+        } => format!("  ✗ {atom} failed: {criterion} ({class:?}): {}", first_line(message)),
+        Event::OrChosen {
+            group, chosen, reason, ..
+        } => format!("  ◇ {group} → {chosen} ({reason})"),
+        Event::Backtracked { group, from, to, .. } => format!("  ↺ {group}: {from} → {to} (backtrack)"),
+        Event::AtomBlocked { atom, reason } => format!("  ⊘ {atom} blocked: {}", first_line(reason)),
+        Event::AtomsReset { atoms } => format!("  ○ back to pending: {}", atoms.join(", ")),
+        Event::AtomsRefined { atoms } => format!("  ⟳ refine: {} again, with their corrections", atoms.join(", ")),
+        Event::AttemptCancelled { atom } => format!("  ○ {atom} interrupted: back to pending"),
+        Event::GgsDecided { decision } => {
+            let mut text = format!(
+                "  ∇ GGS #{}  {}\n      {}",
+                decision.round,
+                decision.line(),
+                decision.rationale
+            );
+            if verbose && !decision.blocked_tools.is_empty() {
+                text.push_str(&format!("\n      blocked tools: {}", decision.blocked_tools.join(", ")));
+            }
+            if verbose && !decision.blocked_targets.is_empty() {
+                text.push_str(&format!(
+                    "\n      blocked targets: {}",
+                    decision.blocked_targets.join(", ")
+                ));
+            }
+            text
+        }
+        Event::BaseCaseChecked { evidence } => format!(
+            "  ? base case `{}` → {} ({} ms)",
+            evidence.command,
+            evidence.exit_code.map_or("killed".to_string(), |c| format!("exit {c}")),
+            evidence.duration_ms
+        ),
+        Event::AtomStarted { atom, attempt } if verbose => format!("  ▶ {atom} (attempt {attempt})"),
+        Event::Snapshot { .. } if verbose => "snapshot of the whole file".to_string(),
+        Event::CorrectionRecorded { correction } if verbose => {
+            format!("  ✎ correction ({:?}): {}", correction.kind, correction.description)
+        }
+        Event::RunPaused {} if verbose => "aot: paused after one iteration".to_string(),
+        Event::RunStopped { stop } if verbose => format!("aot: stopped ({}): {}", stop.reason.as_str(), stop.message),
+        _ => return None,
+    })
+}
+
+fn wanted(record: &Record, ggs_only: bool) -> bool {
+    !ggs_only || matches!(record.event, Event::GgsDecided { .. })
+}
+
+fn print(out: &mut impl Write, record: &Record, ctx: &Context, ggs_only: bool) -> std::io::Result<()> {
+    if !wanted(record, ggs_only) {
+        return Ok(());
+    }
+    if ctx.json {
+        if let Ok(line) = serde_json::to_string(record) {
+            writeln!(out, "{line}")?;
+        }
+        return Ok(());
+    }
+    if let Some(text) = describe(record, true) {
+        writeln!(out, "{:>5} {}  {text}", record.seq, record.at)?;
+    }
+    Ok(())
+}
+
+pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
+    let paths = store::Paths::new(&ctx.state);
+    if !paths.journal.exists() && !args.follow {
+        return Err(CliError::new(format!("no journal at {}", paths.journal.display()))
+            .hint("the journal is written by commands that change the state, such as `aot start`"));
+    }
+    let contents = journal::read(&paths.journal)?;
+    if let Some(torn) = &contents.torn {
+        warn(&format!(
+            "{}: line {} is incomplete (a crash during a write) and was skipped",
+            paths.journal.display(),
+            torn.line
+        ));
+    }
+    let mut out = std::io::stdout().lock();
+    for record in &contents.records {
+        print(&mut out, record, ctx, args.ggs).map_err(|e| CliError::new(format!("cannot write: {e}")))?;
+    }
+    if args.follow {
+        drop(out);
+        follow(ctx, &paths.journal, contents.valid_len, args.ggs)?;
+    }
+    Ok(EXIT_OK)
+}
+
+/// Prints records appended after `offset` as they arrive, until a run stops.
+fn follow(ctx: &Context, path: &Path, mut offset: u64, ggs_only: bool) -> Result<(), CliError> {
+    let mut watch = aot::watch::watch(&ctx.state, path)
+        .map_err(|e| CliError::new(format!("cannot watch {}: {e}", path.display())))?;
+    let mut pending = Vec::new();
+    loop {
+        let mut file = match std::fs::File::open(path) {
+            Ok(file) => Some(file),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(CliError::new(format!("{}: {e}", path.display()))),
+        };
+        if let Some(file) = file.as_mut() {
+            file.seek(SeekFrom::Start(offset))
+                .and_then(|_| file.read_to_end(&mut pending))
+                .map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
+        }
+        // Only complete lines: a record being written is read on the next change.
+        let complete = pending.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        let mut stopped = false;
+        let mut out = std::io::stdout().lock();
+        for line in pending[..complete].split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            match serde_json::from_slice::<Record>(line) {
+                Ok(record) => {
+                    stopped |= matches!(record.event, Event::RunStopped { .. } | Event::RunPaused {});
+                    print(&mut out, &record, ctx, ggs_only).map_err(|e| CliError::new(format!("cannot write: {e}")))?;
+                }
+                Err(e) => warn(&format!("{}: a record could not be read: {e}", path.display())),
+            }
+        }
+        let _ = out.flush();
+        offset += complete as u64;
+        pending.clear();
+        if stopped {
+            return Ok(());
+        }
+        if watch.changes.blocking_recv().is_none() {
+            return Ok(());
+        }
+    }
+}
