@@ -220,6 +220,29 @@ pub fn render(file: &str, state: &StateFile) -> String {
             let _ = writeln!(out, "  {}", trail_line(entry));
         }
     }
+    let ggs = &run.ggs;
+    if !ggs.history.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nggs        {} decisions, {} replans, L_prev {:.2}, worsening streak {}",
+            ggs.history.len(),
+            run.replans,
+            ggs.l_prev.unwrap_or_default(),
+            ggs.worsening
+        );
+        let set = |items: &std::collections::BTreeSet<String>| {
+            items.iter().map(String::as_str).collect::<Vec<_>>().join(", ")
+        };
+        if !ggs.blocked_tools.is_empty() {
+            let _ = writeln!(out, "  blocked tools    {}", set(&ggs.blocked_tools));
+        }
+        if !ggs.blocked_targets.is_empty() {
+            let _ = writeln!(out, "  blocked targets  {}", set(&ggs.blocked_targets));
+        }
+        for decision in &ggs.history {
+            let _ = writeln!(out, "  #{} {}", decision.round, decision.line());
+        }
+    }
     if let Some(stop) = &run.stop {
         let _ = writeln!(
             out,
@@ -228,6 +251,11 @@ pub fn render(file: &str, state: &StateFile) -> String {
             stop.at,
             stop.message
         );
+        if let Some(result) = stop.final_result.as_ref().filter(|r| !r.next_moves.is_empty()) {
+            for (i, step) in result.next_moves.iter().enumerate() {
+                let _ = writeln!(out, "  {}. {step}", i + 1);
+            }
+        }
         if let Some(evidence) = &stop.evidence {
             let code = evidence.exit_code.map_or("killed".to_string(), |c| format!("exit {c}"));
             let _ = writeln!(
