@@ -129,7 +129,12 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
     for record in &contents.records {
         print(&mut out, record, ctx, args.ggs).map_err(|e| CliError::new(format!("cannot write: {e}")))?;
     }
-    if args.follow {
+    // A run that already ended, with no runner on the file, has nothing to follow.
+    let ended = contents
+        .records
+        .last()
+        .is_some_and(|r| matches!(r.event, Event::RunStopped { .. } | Event::RunPaused {}));
+    if args.follow && !(ended && store::running_pid(&paths).is_none()) {
         drop(out);
         follow(ctx, &paths.journal, contents.valid_len, args.ggs)?;
     }

@@ -495,3 +495,120 @@ fn refine_re_dispatches_a_failed_atom_with_its_correction() {
     assert_eq!(s.run.replans, 2);
     insta::assert_snapshot!(lines(&env));
 }
+
+#[test]
+fn success_never_ends_a_run_only_the_base_case_does() {
+    let env = TestEnv::new();
+    env.write(
+        "aot.yaml",
+        &aligned(
+            "false",
+            "{ max_retries: 0, max_parallel_agents: 5 }",
+            "    a: { run: 'true' }
+    b: { run: 'true' }
+    c: { run: 'true' }
+    d: { run: 'true' }
+    x: { or: [x1, x2] }
+    x1: { run: 'false', tool: t1 }
+    x2: { run: 'true', tool: t2 }
+",
+        ),
+    );
+    let run = start(&env);
+    // One failed criterion among five (D = 0.2 ≤ δ) is "success", yet the run
+    // goes on: x2 replaces x1, and with the base case failing the run ends
+    // exhausted, not completed.
+    assert_eq!(run.code, 5, "{}", run.transcript());
+    let history = decisions(&env);
+    assert_eq!(history[0].directive, MacroState::Success, "{}", history[0].line());
+    assert_eq!(history[0].loss.d, 0.2);
+    assert!(started(&env, "x2"));
+    let stop = document::read(&env.path("aot.yaml")).unwrap().state.run.stop.unwrap();
+    assert_eq!(stop.reason, StopReason::Exhausted);
+    assert!(
+        stop.message
+            .contains("every atom is solved but the base case still fails"),
+        "{}",
+        stop.message
+    );
+}
+
+#[test]
+fn a_spent_budget_abandons_and_says_how_to_raise_it() {
+    let env = TestEnv::new();
+    env.write(
+        "aot.yaml",
+        &aligned(
+            "false",
+            "{ max_retries: 0, max_replans: 1, ggs: { theta: 0.5 } }",
+            "    x: { or: [x1, x2, x3] }
+    x1: { run: 'false', tool: t1 }
+    x2: { run: 'false', tool: t2 }
+    x3: { run: 'false', tool: t3 }
+",
+        ),
+    );
+    let run = start(&env);
+    assert_eq!(run.code, 4, "{}", run.transcript());
+    // The first decision makes one replan: Ω = 0.6·1/1 ≥ θ = 0.5 at the second.
+    assert_eq!(directives(&env), ["break_symmetry", "abandon"]);
+    let d = &decisions(&env)[1];
+    assert!(!d.law2);
+    assert!(d.rationale.contains("budget is spent"), "{}", d.rationale);
+    let result = document::read(&env.path("aot.yaml"))
+        .unwrap()
+        .state
+        .run
+        .stop
+        .unwrap()
+        .final_result
+        .unwrap();
+    assert!(
+        result
+            .next_moves
+            .iter()
+            .any(|m| m.contains("aot redirect --set max_replans=N")),
+        "{:#?}",
+        result.next_moves
+    );
+    assert!(!started(&env, "x3"));
+}
+
+#[test]
+fn log_follow_prints_a_running_loop_until_it_stops() {
+    let env = TestEnv::new();
+    env.write(
+        "aot.yaml",
+        &aligned(
+            "test -f done",
+            "{ max_retries: 0 }",
+            "    x: { or: [x1, x2] }
+    x1: { run: 'false', tool: t1 }
+    x2: { run: touch done, tool: t2 }
+",
+        ),
+    );
+    // The follower starts before the journal exists and ends with the run.
+    let follower = Command::new(env!("CARGO_BIN_EXE_aot"))
+        .args(["log", "--follow"])
+        .current_dir(env.dir.path())
+        .env_remove("AOT_STATE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert_eq!(start(&env).code, 0);
+    let output = follower.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(text.contains("∇ GGS #1"), "{text}");
+    assert!(text.contains("blocked tools: t1"), "{text}");
+    assert!(
+        text.lines().last().unwrap_or("").contains("aot: stopped (completed)"),
+        "{text}"
+    );
+}
