@@ -1,30 +1,110 @@
-//! GGS directives applied to the graph's OR choices.
+//! GGS directives and memory calibration applied to the graph's OR choices.
 //!
 //! [`Steer`] is the [`ChoiceOrder`] every choice goes through: it refuses any
 //! alternative whose plan (the atoms choosing it would run) uses a blocked tool
 //! or target — the plan validator of SPEC §5, in code — and, under
-//! `change_path`, ranks alternatives with the failed tool first.
+//! `change_path`, ranks alternatives with the failed tool first. With a
+//! [`Recall`], it also calibrates against memory before the choice (SPEC §6):
+//! Exploit alternatives first, Avoid ones last (tried only when nothing else
+//! remains), Caution ones only when confirmed; each calibration is kept for the
+//! journal.
 
+use std::cell::RefCell;
 use std::collections::BTreeSet;
 
 use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
 
 use crate::ggs::{GgsState, MacroState};
 use crate::graph::{ChoiceOrder, Ranked, WorkGraph};
+use crate::memory::{Action, Memory};
 use crate::state::{Atom, AtomId};
+use crate::time::Timestamp;
+
+/// One alternative as memory sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Recalled {
+    /// The alternative.
+    pub alt: AtomId,
+    /// Its tool (the Megrams' space).
+    pub space: String,
+    /// Its target (the Megrams' entity).
+    pub entity: String,
+    /// Attention potential.
+    pub m_att: f64,
+    /// Decision potential.
+    pub m_dec: f64,
+    /// What memory advises.
+    pub action: Action,
+    /// For Caution: whether the user (or `--yes`) let it proceed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmed: Option<bool>,
+}
+
+/// A calibration before an OR choice: the potentials and the constraints.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Calibration {
+    /// The OR atom.
+    pub group: AtomId,
+    /// Each alternative the blocked sets allow, in file order.
+    pub alternatives: Vec<Recalled>,
+    /// The resulting order, best first.
+    pub order: Vec<AtomId>,
+    /// MUST NOT: memory's Avoid pairs, blocked tools, blocked targets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub must_not: Vec<String>,
+    /// SHOULD PREFER: memory's Exploit pairs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub should_prefer: Vec<String>,
+}
+
+/// Asks whether a Caution alternative may run (`alt`, `space on entity`).
+pub type Confirm<'a> = dyn FnMut(&str, &str) -> bool + 'a;
+
+/// Memory for calibrating choices.
+pub struct Recall<'a> {
+    memory: &'a Memory,
+    now: Timestamp,
+    confirm: RefCell<&'a mut Confirm<'a>>,
+    calibrations: RefCell<Vec<Calibration>>,
+    recalled: RefCell<Vec<String>>,
+}
+
+impl<'a> Recall<'a> {
+    /// Calibrates against `memory` at `now`; `confirm` gates Caution alternatives.
+    pub fn new(memory: &'a Memory, now: Timestamp, confirm: &'a mut Confirm<'a>) -> Self {
+        Self {
+            memory,
+            now,
+            confirm: RefCell::new(confirm),
+            calibrations: RefCell::new(Vec::new()),
+            recalled: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Takes the calibrations made so far and the ids of the Megrams they used.
+    pub fn take(&self) -> (Vec<Calibration>, Vec<String>) {
+        (self.calibrations.take(), self.recalled.take())
+    }
+}
+
+fn round4(x: f64) -> f64 {
+    (x * 1e4).round() / 1e4
+}
 
 /// Returns an atom's target label: `target`, else its id.
 pub fn target(id: &str, atom: &Atom) -> String {
     atom.target.clone().unwrap_or_else(|| id.to_string())
 }
 
-/// The choice order under the task's blocked sets and the current directive.
+/// The choice order under the task's blocked sets, the current directive and memory.
 pub struct Steer<'a> {
     atoms: &'a IndexMap<AtomId, Atom>,
     blocked_tools: &'a BTreeSet<String>,
     blocked_targets: &'a BTreeSet<String>,
     directive: Option<MacroState>,
     failed_tools: BTreeSet<String>,
+    recall: Option<&'a Recall<'a>>,
 }
 
 impl<'a> Steer<'a> {
@@ -36,7 +116,107 @@ impl<'a> Steer<'a> {
             blocked_targets: &ggs.blocked_targets,
             directive: None,
             failed_tools: BTreeSet::new(),
+            recall: None,
         }
+    }
+
+    /// Calibrates every choice against memory.
+    pub fn with_recall(mut self, recall: &'a Recall<'a>) -> Self {
+        self.recall = Some(recall);
+        self
+    }
+
+    /// The MUST NOT entries the blocked sets give.
+    pub fn blocked_constraints(&self) -> Vec<String> {
+        let tools = self.blocked_tools.iter().map(|t| format!("tool {t} (blocked by GGS)"));
+        let targets = self
+            .blocked_targets
+            .iter()
+            .map(|t| format!("target {t} (blocked by GGS)"));
+        tools.chain(targets).collect()
+    }
+
+    /// Returns an atom's (space, entity) tags for memory: tool and target.
+    fn tags(&self, alt: &str) -> Option<(String, String)> {
+        let atom = self.atoms.get(alt)?;
+        Some((atom.tool()?, target(alt, atom)))
+    }
+
+    /// Calibrates `allowed` (in file order) against memory: returns them ranked
+    /// Exploit first (strongest first), Avoid last, and records the calibration.
+    fn calibrate<'c>(
+        &self,
+        recall: &Recall<'_>,
+        group: &str,
+        allowed: Vec<&'c str>,
+    ) -> Vec<(&'c str, Option<Recalled>)> {
+        let mut rows = Vec::new();
+        for alt in allowed {
+            let Some((space, entity)) = self.tags(alt) else {
+                rows.push((alt, None));
+                continue;
+            };
+            let matching = recall.memory.matching(&space, &entity);
+            let p = crate::memory::Potentials::of(matching.iter().copied(), recall.now);
+            let action = p.action();
+            let confirmed = (action == Action::Caution).then(|| {
+                let mut confirm = recall.confirm.borrow_mut();
+                (*confirm)(alt, &format!("{space} on {entity}"))
+            });
+            if action != Action::Ignore {
+                recall
+                    .recalled
+                    .borrow_mut()
+                    .extend(matching.iter().map(|m| m.id.clone()));
+            }
+            rows.push((
+                alt,
+                Some(Recalled {
+                    alt: alt.to_string(),
+                    space,
+                    entity,
+                    m_att: round4(p.m_att),
+                    m_dec: round4(p.m_dec),
+                    action,
+                    confirmed,
+                }),
+            ));
+        }
+        let rank = |r: &Option<Recalled>| match r {
+            Some(r) if r.action == Action::Exploit => 0,
+            Some(r) if r.action == Action::Avoid || r.confirmed == Some(false) => 2,
+            _ => 1,
+        };
+        let mut ranked = rows.clone();
+        // Stable: file order (and change_path's same tool first) within a rank.
+        ranked.sort_by(|a, b| {
+            rank(&a.1).cmp(&rank(&b.1)).then_with(|| match (&a.1, &b.1) {
+                (Some(x), Some(y)) if rank(&a.1) == 0 => y.m_dec.total_cmp(&x.m_dec),
+                _ => std::cmp::Ordering::Equal,
+            })
+        });
+        let pair = |r: &Recalled| format!("{} on {}", r.space, r.entity);
+        let mut must_not: Vec<String> = rows
+            .iter()
+            .filter_map(|(_, r)| r.as_ref())
+            .filter(|r| r.action == Action::Avoid || r.confirmed == Some(false))
+            .map(|r| format!("{} (memory: {})", pair(r), r.action.as_str()))
+            .collect();
+        must_not.extend(self.blocked_constraints());
+        let should_prefer = rows
+            .iter()
+            .filter_map(|(_, r)| r.as_ref())
+            .filter(|r| r.action == Action::Exploit)
+            .map(|r| format!("{} (memory: M_dec {:+.2})", pair(r), r.m_dec))
+            .collect();
+        recall.calibrations.borrow_mut().push(Calibration {
+            group: group.to_string(),
+            alternatives: rows.iter().filter_map(|(_, r)| r.clone()).collect(),
+            order: ranked.iter().map(|(alt, _)| alt.to_string()).collect(),
+            must_not,
+            should_prefer,
+        });
+        ranked
     }
 
     /// The order for the recovery a directive asks for (`failed_tools`: the
@@ -68,12 +248,16 @@ impl<'a> Steer<'a> {
 }
 
 impl ChoiceOrder for Steer<'_> {
-    fn rank(&self, graph: &WorkGraph, _group: &str, candidates: &[&str]) -> Vec<Ranked> {
-        let allowed: Vec<&str> = candidates
+    fn rank(&self, graph: &WorkGraph, group: &str, candidates: &[&str]) -> Vec<Ranked> {
+        let mut allowed: Vec<&str> = candidates
             .iter()
             .copied()
             .filter(|c| self.refusal(graph, c).is_none())
             .collect();
+        if self.directive == Some(MacroState::ChangePath) {
+            // A stable partition: the failed tool's other targets come first.
+            allowed.sort_by_key(|alt| !self.same_tool(alt));
+        }
         let reason = |alt: &str, i: usize| -> String {
             match self.directive {
                 Some(MacroState::ChangePath) if self.same_tool(alt) => {
@@ -90,17 +274,27 @@ impl ChoiceOrder for Steer<'_> {
                 None => format!("untried alternative #{} in file order", i + 1),
             }
         };
-        let mut ranked: Vec<&str> = allowed.clone();
-        if self.directive == Some(MacroState::ChangePath) {
-            // A stable partition: the failed tool's other targets come first.
-            ranked.sort_by_key(|alt| !self.same_tool(alt));
-        }
+        let memory = |r: &Option<Recalled>| match r {
+            Some(r) if r.action == Action::Exploit => format!("memory: exploit, M_dec {:+.2}; ", r.m_dec),
+            Some(r) if r.action == Action::Avoid => {
+                format!("memory: avoid, M_dec {:+.2}, and nothing else remains; ", r.m_dec)
+            }
+            Some(r) if r.confirmed == Some(false) => {
+                "memory: caution, not confirmed, and nothing else remains; ".into()
+            }
+            Some(r) if r.confirmed == Some(true) => "memory: caution, confirmed; ".to_string(),
+            _ => String::new(),
+        };
+        let ranked: Vec<(&str, Option<Recalled>)> = match self.recall {
+            Some(recall) => self.calibrate(recall, group, allowed),
+            None => allowed.into_iter().map(|alt| (alt, None)).collect(),
+        };
         ranked
             .into_iter()
             .enumerate()
-            .map(|(i, alt)| Ranked {
+            .map(|(i, (alt, recalled))| Ranked {
                 id: alt.to_string(),
-                reason: reason(alt, i),
+                reason: format!("{}{}", memory(&recalled), reason(alt, i)),
             })
             .collect()
     }

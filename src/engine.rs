@@ -24,7 +24,6 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::contract;
-use crate::directive::Steer;
 use crate::event::{Event, Record};
 use crate::graph::WorkGraph;
 use crate::state::{
@@ -55,7 +54,10 @@ fn tail(text: &str, max: usize) -> String {
     }
 }
 
+mod recall;
 mod replan;
+
+pub use recall::dream_once;
 
 /// How an atom that finished in a round ended (the fan-in gate's input).
 #[derive(Debug, Clone)]
@@ -87,6 +89,12 @@ pub struct Options {
     pub one_iteration: bool,
     /// The agent command (`AOT_AGENT_CMD`), overriding `workers.agent.command`.
     pub agent_command: Option<String>,
+    /// The memory journal (`--memory`, `AOT_MEMORY`); `None`: no memory.
+    pub memory: Option<PathBuf>,
+    /// Proceed with alternatives memory marks Caution without asking (`--yes`).
+    pub yes: bool,
+    /// How often the Dreamer runs in the background of a long run (default 5 minutes).
+    pub dream_every: Option<Duration>,
 }
 
 /// Receives every journaled record as the run makes it.
@@ -98,6 +106,13 @@ pub trait Observer: Send {
     /// (e.g. a hand edit that could not be applied and was saved aside).
     fn warn(&mut self, message: &str) {
         let _ = message;
+    }
+
+    /// Asks the user a yes/no question (memory's Caution gate); `false` when
+    /// nobody can answer.
+    fn confirm(&mut self, question: &str) -> bool {
+        let _ = question;
+        false
     }
 }
 
@@ -362,6 +377,15 @@ pub struct Engine<'a> {
     watch: Option<crate::watch::Watch>,
     /// Cancels the current round only (a redirect); `cancel` ends the run.
     round_cancel: CancellationToken,
+    /// The memory as loaded, plus what this run wrote.
+    memory: crate::memory::Memory,
+    writer: Option<recall::MemoryWriter>,
+    /// Caution answers of this run, by `space on entity`.
+    cautions: HashMap<String, bool>,
+    /// MUST NOT and SHOULD PREFER from this run's calibrations (agent prompts).
+    must_not: std::collections::BTreeSet<String>,
+    should_prefer: std::collections::BTreeSet<String>,
+    megram_seq: u64,
 }
 
 impl<'a> Engine<'a> {
@@ -379,6 +403,27 @@ impl<'a> Engine<'a> {
         let history = crate::journal::read(&store.paths().journal)
             .map(|contents| reflections(&contents.records, &state))
             .unwrap_or_default();
+        // Memory helps but never stops a run: a memory that cannot be read is
+        // reported and the run goes on without it.
+        let file = options.memory.clone().map(crate::memory::MemoryFile::new);
+        let memory = match file.as_ref().map(|f| f.load()) {
+            Some(Ok(loaded)) => {
+                if !loaded.skipped.is_empty() {
+                    observer.warn(&format!(
+                        "memory: {} line(s) of {} could not be read and are ignored",
+                        loaded.skipped.len(),
+                        options.memory.as_deref().unwrap_or(std::path::Path::new("")).display()
+                    ));
+                }
+                loaded.memory
+            }
+            Some(Err(e)) => {
+                observer.warn(&format!("memory could not be read ({e}); the run goes on without it"));
+                crate::memory::Memory::default()
+            }
+            None => crate::memory::Memory::default(),
+        };
+        let writer = file.map(recall::MemoryWriter::start);
         Self {
             store,
             state,
@@ -392,6 +437,12 @@ impl<'a> Engine<'a> {
             last_save: Instant::now(),
             watch: None,
             round_cancel: CancellationToken::new(),
+            memory,
+            writer,
+            cautions: HashMap::new(),
+            must_not: Default::default(),
+            should_prefer: Default::default(),
+            megram_seq: 0,
         }
     }
 
@@ -433,6 +484,9 @@ impl<'a> Engine<'a> {
 
     fn stop(&mut self, reason: StopReason, message: String, evidence: Option<Evidence>) -> Result<Ended, EngineError> {
         let final_result = (reason == StopReason::Completed).then(|| Box::new(self.accepted()));
+        if reason == StopReason::Completed {
+            self.remember_end(true, &message);
+        }
         self.stop_with(reason, message, evidence, final_result)
     }
 
@@ -587,6 +641,24 @@ impl<'a> Engine<'a> {
 
     /// Runs the loop until a stop reason (or one iteration, for `aot step`).
     pub async fn run(mut self) -> Result<Ended, EngineError> {
+        let dreamer = self.start_dreamer(self.options.dream_every.unwrap_or(Duration::from_secs(300)));
+        let ended = self.run_loop().await;
+        if let Some(dreamer) = dreamer {
+            dreamer.abort();
+        }
+        // Every Megram of the run is written before the run reports its end.
+        if let Some(writer) = &mut self.writer {
+            writer.finish();
+            if let Some(error) = writer.take_error() {
+                self.observer.warn(&format!(
+                    "memory could not be written ({error}); the run went on without it"
+                ));
+            }
+        }
+        ended
+    }
+
+    async fn run_loop(&mut self) -> Result<Ended, EngineError> {
         let paths = self.store.paths().clone();
         // Without a watch (an unsupported file system), requests are still seen
         // at the loop's next journal write.
@@ -1015,15 +1087,20 @@ impl<'a> Engine<'a> {
                 .find(|g| !racing.contains(*g))
                 .map(String::from);
             let Some(group) = next else { return Ok(()) };
-            let steer = Steer::new(&self.state.graph.atoms, &self.state.run.ggs);
-            let events = self.graph.choose(&group, &steer, &self.state.bindings);
+            let (events, refused) = self.steered(None, |graph, steer, bindings| {
+                let events = graph.choose(&group, steer, bindings);
+                let refused: Vec<String> = if events.is_empty() {
+                    graph
+                        .untried(&group)
+                        .into_iter()
+                        .filter_map(|alt| crate::graph::ChoiceOrder::refusal(steer, graph, alt))
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                (events, refused)
+            })?;
             if events.is_empty() {
-                let refused: Vec<String> = self
-                    .graph
-                    .untried(&group)
-                    .into_iter()
-                    .filter_map(|alt| crate::graph::ChoiceOrder::refusal(&steer, &self.graph, alt))
-                    .collect();
                 let message = if refused.is_empty() {
                     "no alternative left to choose".to_string()
                 } else {
@@ -1167,13 +1244,24 @@ impl<'a> Engine<'a> {
                 .collect(),
         );
         let checks = list(atom.check.iter().map(|c| format!("- `{c}`")).collect());
+        let mut avoid =
+            crate::directive::Steer::new(&self.state.graph.atoms, &self.state.run.ggs).blocked_constraints();
+        avoid.extend(
+            self.must_not
+                .iter()
+                .filter(|m| !avoid.contains(m))
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
+        let must_not = list(avoid.into_iter().map(|m| format!("- {m}")).collect());
+        let should_prefer = list(self.should_prefer.iter().map(|m| format!("- {m}")).collect());
         AGENT_PROMPT
             .replace("{{goal}}", self.state.objective.goal.as_deref().unwrap_or_default())
             .replace("{{atom}}", atom_id)
             .replace("{{task}}", task)
             .replace("{{bindings}}", &bindings)
-            .replace("{{must_not}}", "(none)")
-            .replace("{{should_prefer}}", "(none)")
+            .replace("{{must_not}}", &must_not)
+            .replace("{{should_prefer}}", &should_prefer)
             .replace("{{corrections}}", &corrections)
             .replace("{{checks}}", &checks)
     }

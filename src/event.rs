@@ -123,6 +123,11 @@ pub enum Event {
         /// The atoms.
         atoms: Vec<AtomId>,
     },
+    /// Memory was consulted before an OR choice (no state change).
+    Calibrated {
+        /// The potentials of each alternative and the resulting constraints.
+        calibration: Box<crate::directive::Calibration>,
+    },
     /// GGS decided what to do after a failed round.
     GgsDecided {
         /// The decision (the seed's PlanDirective, with the loss trajectory).
@@ -206,6 +211,7 @@ impl Event {
             Event::AtomsReset { .. } => "atoms_reset",
             Event::AtomsRefined { .. } => "atoms_refined",
             Event::GgsDecided { .. } => "ggs_decided",
+            Event::Calibrated { .. } => "calibrated",
             Event::AtomBlocked { .. } => "atom_blocked",
             Event::AtomsPruned { .. } => "atoms_pruned",
             Event::OrChosen { .. } => "or_chosen",
@@ -410,6 +416,7 @@ pub fn apply(state: &mut StateFile, record: &Record) {
             state.corrections.push(correction.clone());
         }
         Event::BaseCaseChecked { evidence } => state.run.last_verify = Some(evidence.clone()),
+        Event::Calibrated { .. } => {}
         Event::RunPaused {} => {
             state.run.status = RunStatus::Paused;
             end_active(state, at);

@@ -456,6 +456,7 @@ impl WorkGraph {
             | Event::IterationStarted { .. }
             | Event::BaseCaseChecked { .. }
             | Event::GgsDecided { .. }
+            | Event::Calibrated { .. }
             | Event::RunPaused {}
             | Event::RunStopped { .. } => {}
         }

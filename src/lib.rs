@@ -18,6 +18,7 @@ pub mod export;
 pub mod ggs;
 pub mod graph;
 pub mod journal;
+pub mod memory;
 pub mod schema;
 pub mod spans;
 pub mod state;

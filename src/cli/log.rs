@@ -74,6 +74,39 @@ pub fn describe(record: &Record, verbose: bool) -> Option<String> {
             }
             text
         }
+        Event::Calibrated { calibration } => {
+            let signal = calibration
+                .alternatives
+                .iter()
+                .any(|a| a.action != aot::memory::Action::Ignore);
+            if !signal && !verbose {
+                return None;
+            }
+            let alternatives: Vec<String> = calibration
+                .alternatives
+                .iter()
+                .map(|a| {
+                    let gate = match a.confirmed {
+                        Some(true) => ", confirmed",
+                        Some(false) => ", not confirmed",
+                        None => "",
+                    };
+                    format!(
+                        "{} {}{gate} (M_att {:.2}, M_dec {:+.2})",
+                        a.alt,
+                        a.action.as_str(),
+                        a.m_att,
+                        a.m_dec
+                    )
+                })
+                .collect();
+            format!(
+                "  ⚖ memory at {}: {} → order {}",
+                calibration.group,
+                alternatives.join(", "),
+                calibration.order.join(", ")
+            )
+        }
         Event::BaseCaseChecked { evidence } => format!(
             "  ? base case `{}` → {} ({} ms)",
             evidence.command,

@@ -4,6 +4,7 @@
 mod align;
 mod graph;
 mod log;
+mod memory;
 mod redirect;
 mod replay;
 mod run;
@@ -49,6 +50,10 @@ pub struct Cli {
     #[arg(long, global = true)]
     json: bool,
 
+    /// Memory journal shared by the tasks of a folder [default: .aot/memory.jsonl beside the state file]
+    #[arg(long, global = true, env = "AOT_MEMORY", value_name = "FILE")]
+    memory: Option<PathBuf>,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -77,6 +82,9 @@ enum Command {
     Graph(graph::Args),
     /// Show the journal as a decision log: runs, failures, GGS decisions and choices
     Log(log::Args),
+    /// Inspect the memory shared by the tasks of this folder, and run the Dreamer
+    #[command(subcommand)]
+    Memory(memory::Command),
 }
 
 /// What a command needs besides its own arguments.
@@ -85,6 +93,8 @@ pub struct Context {
     pub state: PathBuf,
     /// Machine output requested.
     pub json: bool,
+    /// The memory journal, if not the default.
+    pub memory: Option<PathBuf>,
     /// Colors allowed on stderr.
     pub color: bool,
 }
@@ -93,6 +103,13 @@ impl Context {
     /// Returns the state file's path as the user gave it.
     pub fn label(&self) -> String {
         self.state.display().to_string()
+    }
+
+    /// Returns the memory journal's path: `--memory`, or beside the state file.
+    pub fn memory_path(&self) -> PathBuf {
+        self.memory
+            .clone()
+            .unwrap_or_else(|| aot::memory::MemoryFile::beside(&self.state))
     }
 }
 
@@ -199,6 +216,7 @@ pub fn main() -> i32 {
     let ctx = Context {
         state: cli.state,
         json: cli.json,
+        memory: cli.memory,
         color: color_stderr(),
     };
     let result = match cli.command {
@@ -213,6 +231,7 @@ pub fn main() -> i32 {
         Command::Replay(args) => replay::run(&ctx, args),
         Command::Graph(args) => graph::run(&ctx, args),
         Command::Log(args) => log::run(&ctx, args),
+        Command::Memory(command) => memory::run(&ctx, command),
     };
     match result {
         Ok(code) => code,

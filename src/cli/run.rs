@@ -18,11 +18,19 @@ pub struct StartArgs {
     /// Stop after this many iterations (overrides constraints.max_iterations)
     #[arg(long, value_name = "N")]
     max_iterations: Option<u32>,
+
+    /// Run alternatives that memory marks Caution (it both worked and failed before) without asking
+    #[arg(long)]
+    yes: bool,
 }
 
 /// Arguments of `aot step`.
 #[derive(Debug, clap::Args)]
-pub struct StepArgs {}
+pub struct StepArgs {
+    /// Run alternatives that memory marks Caution without asking
+    #[arg(long)]
+    yes: bool,
+}
 
 /// Shows the run: JSON lines (`--json` or no terminal), or on a terminal one
 /// line per finished event above live lines for the running atoms and a status
@@ -98,6 +106,18 @@ impl Observer for Printer {
                 let _ = live.bars.println(format!("warning: {}", message.trim_end()));
             }
         }
+    }
+
+    fn confirm(&mut self, question: &str) -> bool {
+        let Printer::Live(live) = self else { return false };
+        if !std::io::stdin().is_terminal() {
+            return false;
+        }
+        live.bars.suspend(|| {
+            eprint!("{question} [y/N] ");
+            let mut answer = String::new();
+            std::io::stdin().read_line(&mut answer).is_ok() && matches!(answer.trim(), "y" | "Y" | "yes")
+        })
     }
 
     fn record(&mut self, record: &Record, state: &StateFile) {
@@ -191,16 +211,18 @@ pub fn start(ctx: &Context, args: StartArgs) -> Result<i32, CliError> {
         ctx,
         Options {
             max_iterations: args.max_iterations,
+            yes: args.yes,
             ..Options::default()
         },
     )
 }
 
-pub fn step(ctx: &Context, _args: StepArgs) -> Result<i32, CliError> {
+pub fn step(ctx: &Context, args: StepArgs) -> Result<i32, CliError> {
     run(
         ctx,
         Options {
             one_iteration: true,
+            yes: args.yes,
             ..Options::default()
         },
     )
@@ -208,6 +230,12 @@ pub fn step(ctx: &Context, _args: StepArgs) -> Result<i32, CliError> {
 
 fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
     options.agent_command = std::env::var("AOT_AGENT_CMD").ok().filter(|c| !c.trim().is_empty());
+    options.memory = Some(ctx.memory_path());
+    // For tests: the Dreamer's period in milliseconds (default 5 minutes).
+    options.dream_every = std::env::var("AOT_DREAM_INTERVAL_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(std::time::Duration::from_millis);
     let json = ctx.json || !std::io::stdout().is_terminal();
     let clock = super::clock_from_env();
     if !ctx.state.exists() {

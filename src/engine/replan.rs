@@ -246,6 +246,7 @@ impl Engine<'_> {
         self.record(vec![Event::GgsDecided {
             decision: Box::new(decision.clone()),
         }])?;
+        self.remember_decision(&request, &decision);
 
         if decision.directive == MacroState::Abandon {
             return self.abandon(&decision).map(Some);
@@ -266,9 +267,11 @@ impl Engine<'_> {
             if self.graph.status(&atom) != Some(AtomStatus::Failed) || !self.graph.is_selected(&atom) {
                 continue;
             }
-            let steer = Steer::new(&self.state.graph.atoms, &self.state.run.ggs)
-                .directed(decision.directive, &decision.failed_tools);
-            match self.graph.recover(&atom, class, &steer, &self.state.bindings) {
+            let directed = Some((decision.directive, decision.failed_tools.as_slice()));
+            let recovery = self.steered(directed, |graph, steer, bindings| {
+                graph.recover(&atom, class, steer, bindings)
+            })?;
+            match recovery {
                 Recovery::Backtrack { events } => {
                     self.record(events)?;
                 }
@@ -334,13 +337,13 @@ impl Engine<'_> {
             if !self.graph.is_selected(&group) {
                 continue;
             }
-            let steer = Steer::new(&self.state.graph.atoms, &self.state.run.ggs)
-                .directed(decision.directive, &decision.failed_tools);
-            let candidates = self.graph.untried(&group);
-            let Some(best) = steer.rank(&self.graph, &group, &candidates).into_iter().next() else {
-                continue;
-            };
-            if let Some(events) = self.graph.force_choice(&group, &best.id, &self.state.bindings) {
+            let directed = Some((decision.directive, decision.failed_tools.as_slice()));
+            let events = self.steered(directed, |graph, steer, bindings| {
+                let candidates = graph.untried(&group);
+                let best = steer.rank(graph, &group, &candidates).into_iter().next()?;
+                graph.force_choice(&group, &best.id, bindings)
+            })?;
+            if let Some(events) = events {
                 self.record(events)?;
                 return Ok(true);
             }
@@ -408,6 +411,7 @@ impl Engine<'_> {
             next_moves: ggs::next_moves(decision, &situation, &config),
         };
         let message = format!("GGS abandoned the task: {}", decision.rationale);
+        self.remember_end(false, &message);
         self.stop_with(StopReason::Abandoned, message, None, Some(Box::new(result)))
     }
 }

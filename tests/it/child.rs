@@ -119,6 +119,30 @@ fn child_entry() {
                 std::thread::park();
             }
         }
+        // Append N Megrams to the memory at AOT_TEST_STATE, one write each.
+        "megrams" => {
+            let rounds: u32 = std::env::var("AOT_TEST_ROUNDS").unwrap().parse().unwrap();
+            let prefix = std::env::var("AOT_TEST_PREFIX").unwrap();
+            let file = aot::memory::MemoryFile::new(&state);
+            println!("ready");
+            std::io::stdout().flush().unwrap();
+            for i in 0..rounds {
+                let megram = aot::memory::Megram {
+                    id: format!("{prefix}-{i}"),
+                    level: aot::memory::Level::M,
+                    t: aot::time::Timestamp::now(),
+                    t_recalled: None,
+                    space: format!("tool-{}", i % 7),
+                    entity: prefix.clone(),
+                    content: "x".repeat((i % 200) as usize),
+                    state: "success".into(),
+                    f: 0.8,
+                    sigma: 1.0,
+                    k: 0.05,
+                };
+                file.append(&[aot::memory::Entry::megram(megram)]).unwrap();
+            }
+        }
         other => panic!("unknown child mode {other}"),
     }
 }

@@ -125,6 +125,23 @@ fn one_of_each() -> Vec<Event> {
         Event::GgsDecided {
             decision: Box::new(crate::ggs::sample_decision()),
         },
+        Event::Calibrated {
+            calibration: Box::new(aot::directive::Calibration {
+                group: "pick".into(),
+                alternatives: vec![aot::directive::Recalled {
+                    alt: "b".into(),
+                    space: "git".into(),
+                    entity: "b".into(),
+                    m_att: 0.8,
+                    m_dec: 0.8,
+                    action: aot::memory::Action::Exploit,
+                    confirmed: None,
+                }],
+                order: vec!["b".into()],
+                must_not: vec!["tool cargo (blocked by GGS)".into()],
+                should_prefer: vec!["git on b (memory: M_dec +0.80)".into()],
+            }),
+        },
         Event::RunPaused {},
         Event::RunStopped {
             stop: StopRecord {
@@ -156,6 +173,7 @@ fn one_of_each() -> Vec<Event> {
             | Event::AtomsReset { .. }
             | Event::AtomsRefined { .. }
             | Event::GgsDecided { .. }
+            | Event::Calibrated { .. }
             | Event::AtomBlocked { .. }
             | Event::AtomsPruned { .. }
             | Event::OrChosen { .. }

@@ -10,6 +10,7 @@ mod ggs;
 mod graph;
 mod graph_props;
 mod journal;
+mod memory;
 mod roundtrip;
 mod run;
 mod schema;

@@ -1,0 +1,299 @@
+//! MKCT memory with the real binary: a second task in a folder benefits from
+//! the first, calibration gates, concurrent writers, and the Dreamer.
+
+use aot::document;
+use aot::event::{Event, Record};
+use aot::memory::{Entry, Level, Megram, MemoryFile};
+use aot::time::Timestamp;
+
+use crate::child;
+use crate::common::{TestEnv, run_aot_with};
+
+fn aligned(goal: &str, base_case: &str, atoms: &str) -> String {
+    format!(
+        "version: 1\nobjective:\n  goal: {goal}\n  background_intent: test\n  deliverables: test\n  definition_of_done: test\n  base_case: {{ command: \"{base_case}\" }}\n  constraints: {{ max_retries: 0, max_parallel_agents: 1 }}\ngraph:\n  atoms:\n{atoms}"
+    )
+}
+
+const CLOCK: (&str, &str) = ("AOT_TEST_CLOCK", "1767225600000");
+
+fn records(env: &TestEnv, state: &str) -> Vec<Record> {
+    let text = std::fs::read_to_string(env.path(&format!("{state}.journal.jsonl"))).unwrap();
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn calibrations(env: &TestEnv, state: &str) -> Vec<serde_json::Value> {
+    records(env, state)
+        .into_iter()
+        .filter_map(|r| match r.event {
+            Event::Calibrated { calibration } => Some(serde_json::to_value(calibration).unwrap()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn started(env: &TestEnv, state: &str, atom: &str) -> bool {
+    records(env, state)
+        .iter()
+        .any(|r| matches!(&r.event, Event::AtomStarted { atom: a, .. } if a == atom))
+}
+
+#[test]
+fn a_second_task_avoids_the_tool_that_failed_and_prefers_the_one_that_worked() {
+    let env = TestEnv::new();
+    env.write(
+        "task1.yaml",
+        &aligned(
+            "write the config",
+            "test -f one.done",
+            "    config: { or: [with-a, with-b] }
+    with-a: { run: 'false', tool: A, target: config }
+    with-b: { run: touch one.done, tool: B, target: config }
+",
+        ),
+    );
+    let first = run_aot_with(env.dir.path(), &["--state", "task1.yaml", "start"], &[CLOCK]);
+    assert_eq!(first.code, 0, "{}", first.transcript());
+    assert!(
+        started(&env, "task1.yaml", "with-a"),
+        "task 1 tries A first (file order)"
+    );
+
+    // A different state file, the same OR shape (other ids), in the same folder.
+    env.write(
+        "task2.yaml",
+        &aligned(
+            "write the config again",
+            "test -f two.done",
+            "    setting: { or: [first, second] }
+    first: { run: touch a-ran; false, tool: A, target: config }
+    second: { run: touch two.done, tool: B, target: config }
+",
+        ),
+    );
+    let second = run_aot_with(env.dir.path(), &["--state", "task2.yaml", "start"], &[CLOCK]);
+    assert_eq!(second.code, 0, "{}", second.transcript());
+    assert!(!started(&env, "task2.yaml", "first"), "A is never run in task 2");
+    assert!(!env.path("a-ran").exists());
+    let s = document::read(&env.path("task2.yaml")).unwrap().state;
+    assert!(
+        s.run.ggs.history.is_empty(),
+        "nothing failed, so GGS had nothing to decide"
+    );
+    match &s.trail[0] {
+        aot::state::TrailEntry::OrChoice { chosen, reason, .. } => {
+            assert_eq!(chosen, "second");
+            assert!(reason.starts_with("memory: exploit"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    insta::assert_json_snapshot!(calibrations(&env, "task2.yaml"));
+
+    // What the first task left, as `aot memory` shows it.
+    let query = run_aot_with(
+        env.dir.path(),
+        &["memory", "query", "--space", "A", "--entity", "config"],
+        &[CLOCK],
+    );
+    assert_eq!(query.code, 0, "{}", query.transcript());
+    assert!(query.stdout.contains("→ Avoid: MUST NOT"), "{}", query.stdout);
+    let list = env.aot(&["--json", "memory", "list"]);
+    let listed: serde_json::Value = serde_json::from_str(&list.stdout).unwrap();
+    let states: Vec<&str> = listed["megrams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["megram"]["state"].as_str().unwrap())
+        .collect();
+    // Task 1: A's failure (under break_symmetry), B's solved choice point, the
+    // accept; task 2: B again, and its accept.
+    assert_eq!(states, ["break_symmetry", "success", "accept", "success", "accept"]);
+}
+
+const SPLIT: &str = "    pick: { or: [risky, other] }
+    risky: { run: touch risky-ran, tool: R, target: t }
+    other: { run: touch other-ran, tool: O, target: t }
+";
+
+/// A memory in which R on t both worked and failed: Caution.
+fn split_memory(env: &TestEnv) {
+    let file = MemoryFile::new(env.path(".aot/memory.jsonl"));
+    let megram = |id: &str, sigma: f64, f: f64| {
+        Entry::megram(Megram {
+            id: id.into(),
+            level: Level::M,
+            t: Timestamp::from_millis(1_767_225_600_000),
+            t_recalled: None,
+            space: "R".into(),
+            entity: "t".into(),
+            content: "seeded".into(),
+            state: "seeded".into(),
+            f,
+            sigma,
+            k: 0.05,
+        })
+    };
+    file.append(&[megram("good", 1.0, 0.8), megram("bad", -1.0, 0.85)])
+        .unwrap();
+}
+
+#[test]
+fn caution_proceeds_only_with_yes() {
+    for (yes, expect_risky) in [(false, false), (true, true)] {
+        let env = TestEnv::new();
+        split_memory(&env);
+        env.write(
+            "aot.yaml",
+            &aligned("pick one", "test -f risky-ran -o -f other-ran", SPLIT),
+        );
+        let args: &[&str] = if yes { &["start", "--yes"] } else { &["start"] };
+        let run = run_aot_with(env.dir.path(), args, &[CLOCK]);
+        assert_eq!(run.code, 0, "{}", run.transcript());
+        assert_eq!(env.path("risky-ran").exists(), expect_risky, "--yes: {yes}");
+        let c = &calibrations(&env, "aot.yaml")[0];
+        assert_eq!(c["alternatives"][0]["action"], "caution");
+        assert_eq!(c["alternatives"][0]["confirmed"], yes);
+        if !yes {
+            assert_eq!(c["order"], serde_json::json!(["other", "risky"]));
+            assert_eq!(c["must_not"][0], "R on t (memory: caution)", "{c}");
+        }
+    }
+}
+
+#[test]
+fn agent_prompts_carry_must_not_and_should_prefer() {
+    let env = TestEnv::new();
+    split_memory(&env);
+    env.write(
+        "aot.yaml",
+        &aligned(
+            "pick one",
+            "test -f prompt.txt",
+            "    pick: { or: [risky, helper] }
+    risky: { run: touch risky-ran, tool: R, target: t }
+    helper: { agent: do it }
+",
+        ),
+    );
+    let run = run_aot_with(
+        env.dir.path(),
+        &["start"],
+        &[CLOCK, ("AOT_AGENT_CMD", "cat > prompt.txt")],
+    );
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    let prompt = std::fs::read_to_string(env.path("prompt.txt")).unwrap();
+    assert!(prompt.contains("- R on t (memory: caution)"), "{prompt}");
+}
+
+#[test]
+fn two_processes_writing_at_once_lose_nothing_while_the_dreamer_compacts() {
+    let env = TestEnv::new();
+    let path = env.path(".aot/memory.jsonl");
+    let file = MemoryFile::new(&path);
+    // Faded Megrams for the Dreamer to forget meanwhile.
+    let old = Timestamp::from_millis(Timestamp::now().as_millis() - 60 * 86_400_000);
+    let faded: Vec<Entry> = (0..50)
+        .map(|i| {
+            Entry::megram(Megram {
+                id: format!("faded-{i}"),
+                level: Level::M,
+                t: old,
+                t_recalled: None,
+                space: "old".into(),
+                entity: "x".into(),
+                content: String::new(),
+                state: "refine".into(),
+                f: 0.1,
+                sigma: 0.5,
+                k: 0.5,
+            })
+        })
+        .collect();
+    file.append(&faded).unwrap();
+    let rounds = 400;
+    let mut writers: Vec<_> = ["p", "q"]
+        .into_iter()
+        .map(|prefix| {
+            child::spawn(
+                "megrams",
+                &path,
+                &[
+                    ("AOT_TEST_ROUNDS", rounds.to_string()),
+                    ("AOT_TEST_PREFIX", prefix.into()),
+                ],
+            )
+        })
+        .collect();
+    for w in &mut writers {
+        child::wait_ready(w);
+    }
+    let plan = aot::engine::dream_once(&file, Timestamp::now()).unwrap();
+    assert_eq!(plan.forget.len(), 50);
+    for mut w in writers {
+        assert!(w.wait().unwrap().success());
+    }
+    let text = std::fs::read_to_string(&path).unwrap();
+    for (n, line) in text.lines().enumerate() {
+        serde_json::from_str::<Entry>(line).unwrap_or_else(|e| panic!("line {}: {e}: {line}", n + 1));
+    }
+    let loaded = file.load().unwrap();
+    assert!(loaded.skipped.is_empty());
+    let ids: std::collections::HashSet<&str> = loaded.memory.megrams().iter().map(|m| m.id.as_str()).collect();
+    for prefix in ["p", "q"] {
+        for i in 0..rounds {
+            assert!(ids.contains(format!("{prefix}-{i}").as_str()), "{prefix}-{i} was lost");
+        }
+    }
+    assert!(!ids.iter().any(|id| id.starts_with("faded-")));
+    assert_eq!(loaded.memory.len(), 2 * rounds as usize);
+}
+
+#[test]
+fn memory_dream_dry_run_changes_nothing_and_a_pass_compacts() {
+    let env = TestEnv::new();
+    let file = MemoryFile::new(env.path(".aot/memory.jsonl"));
+    let megram = |id: &str, state: &str, days_ago: u64| {
+        let row = aot::memory::row(state).unwrap();
+        Entry::megram(Megram {
+            id: id.into(),
+            level: Level::M,
+            t: Timestamp::from_millis(1_767_225_600_000 - days_ago * 86_400_000),
+            t_recalled: None,
+            space: "make".into(),
+            entity: "build".into(),
+            content: state.into(),
+            state: state.into(),
+            f: row.f,
+            sigma: row.sigma,
+            k: row.k,
+        })
+    };
+    let mut entries = vec![megram("stale", "refine", 30)];
+    entries.extend((0..7).map(|i| megram(&format!("win-{i}"), "success", 0)));
+    file.append(&entries).unwrap();
+    let before = std::fs::read_to_string(file.path()).unwrap();
+    let dry = run_aot_with(env.dir.path(), &["--json", "memory", "dream", "--dry-run"], &[CLOCK]);
+    assert_eq!(dry.code, 0, "{}", dry.transcript());
+    let plan: serde_json::Value = serde_json::from_str(&dry.stdout).unwrap();
+    assert_eq!(plan["dream"]["forget"], serde_json::json!(["stale"]));
+    assert_eq!(plan["dream"]["consolidate"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        std::fs::read_to_string(file.path()).unwrap(),
+        before,
+        "a dry run writes nothing"
+    );
+
+    let wet = run_aot_with(env.dir.path(), &["memory", "dream"], &[CLOCK]);
+    assert_eq!(wet.code, 0, "{}", wet.transcript());
+    assert!(
+        wet.stdout
+            .contains("did forget 1 faded Megram(s), demote 0 and consolidate 1"),
+        "{}",
+        wet.stdout
+    );
+    let memory = file.load().unwrap().memory;
+    assert_eq!(memory.len(), 8);
+    let c = memory.megrams().last().unwrap();
+    assert_eq!((c.level, c.k), (Level::C, 0.0));
+    assert!(c.content.starts_with("Best practice: make on build worked in 7 of 7"));
+}
