@@ -294,6 +294,8 @@ pub struct Decision {
     pub elapsed_ms: u64,
     /// Why, in one sentence.
     pub rationale: String,
+    /// The directive's row of the memory quantization matrix (f, σ, k).
+    pub row: crate::memory::Row,
 }
 
 impl Decision {
@@ -526,6 +528,11 @@ pub fn decide(request: &ReplanRequest, state: &GgsState, c: &GgsConfig) -> Decis
         replans: request.replans,
         elapsed_ms: request.elapsed_ms,
         rationale,
+        row: crate::memory::row(directive.as_str()).unwrap_or(crate::memory::Row {
+            f: 0.0,
+            sigma: 0.0,
+            k: 0.0,
+        }),
     }
 }
 

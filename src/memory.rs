@@ -139,7 +139,7 @@ impl Entry {
 }
 
 /// A (f, σ, k) row of the GGS quantization matrix.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Row {
     /// Magnitude.
     pub f: f64,

@@ -225,7 +225,8 @@ impl Engine<'_> {
             );
             entries.extend(self.megram(tool, target, decision.directive.as_str(), row, content));
         }
-        if matches!(decision.directive, MacroState::Abandon | MacroState::Success) {
+        // An abandon's terminal Megram is written with the task's end (remember_end).
+        if decision.directive == MacroState::Success {
             let content = format!("{}: {}", decision.directive, decision.rationale);
             entries.extend(self.terminal(decision.directive.as_str(), content));
         }

@@ -297,3 +297,54 @@ fn memory_dream_dry_run_changes_nothing_and_a_pass_compacts() {
     assert_eq!((c.level, c.k), (Level::C, 0.0));
     assert!(c.content.starts_with("Best practice: make on build worked in 7 of 7"));
 }
+
+#[test]
+fn the_dreamer_runs_in_the_background_of_a_long_run() {
+    let env = TestEnv::new();
+    let file = MemoryFile::new(env.path(".aot/memory.jsonl"));
+    let old = Timestamp::from_millis(Timestamp::now().as_millis() - 60 * 86_400_000);
+    file.append(&[Entry::megram(Megram {
+        id: "faded".into(),
+        level: Level::M,
+        t: old,
+        t_recalled: None,
+        space: "old".into(),
+        entity: "x".into(),
+        content: String::new(),
+        state: "refine".into(),
+        f: 0.1,
+        sigma: 0.5,
+        k: 0.5,
+    })])
+    .unwrap();
+    env.write(
+        "aot.yaml",
+        &aligned(
+            "wait for the test",
+            "test -f go",
+            "    wait: { run: 'touch waiting; while [ ! -e go ]; do sleep 0.02; done' }\n",
+        ),
+    );
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_aot"))
+        .arg("start")
+        .current_dir(env.dir.path())
+        .env_remove("AOT_STATE")
+        .env("AOT_DREAM_INTERVAL_MS", "50")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The atom runs the whole time: the pass must not wait for it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let text = std::fs::read_to_string(file.path()).unwrap_or_default();
+        if env.path("waiting").exists() && !text.contains("\"faded\"") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the Dreamer never compacted");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(!env.path("go").exists());
+    env.write("go", "");
+    assert!(child.wait().unwrap().success());
+}
