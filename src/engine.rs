@@ -405,7 +405,7 @@ impl<'a> Engine<'a> {
             .unwrap_or_default();
         // Memory helps but never stops a run: a memory that cannot be read is
         // reported and the run goes on without it.
-        let file = options.memory.clone().map(crate::memory::MemoryFile::new);
+        let mut file = options.memory.clone().map(crate::memory::MemoryFile::new);
         let memory = match file.as_ref().map(|f| f.load()) {
             Some(Ok(loaded)) => {
                 if !loaded.skipped.is_empty() {
@@ -418,7 +418,9 @@ impl<'a> Engine<'a> {
                 loaded.memory
             }
             Some(Err(e)) => {
+                // One report: a memory that cannot be read is not written either.
                 observer.warn(&format!("memory could not be read ({e}); the run goes on without it"));
+                file = None;
                 crate::memory::Memory::default()
             }
             None => crate::memory::Memory::default(),

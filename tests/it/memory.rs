@@ -348,3 +348,40 @@ fn the_dreamer_runs_in_the_background_of_a_long_run() {
     env.write("go", "");
     assert!(child.wait().unwrap().success());
 }
+
+#[test]
+fn a_memory_that_cannot_be_used_is_reported_once_and_the_run_goes_on() {
+    // (memory flag, what makes it fail, the one warning expected)
+    let cases = [
+        ("not-a-dir/memory.jsonl", "not-a-dir", "memory could not be read"),
+        (
+            ".aot/memory.jsonl",
+            ".aot/memory.jsonl.lock/",
+            "memory could not be written",
+        ),
+    ];
+    for (memory, obstacle, warning) in cases {
+        let env = TestEnv::new();
+        if let Some(dir) = obstacle.strip_suffix('/') {
+            std::fs::create_dir_all(env.path(dir)).unwrap();
+        } else {
+            env.write(obstacle, "");
+        }
+        env.write(
+            "aot.yaml",
+            &aligned(
+                "write it",
+                "test -f done",
+                "    pick: { or: [a, b] }
+    a: { run: 'false', tool: A }
+    b: { run: touch done, tool: B }
+",
+            ),
+        );
+        let run = run_aot_with(env.dir.path(), &["--memory", memory, "start"], &[CLOCK]);
+        assert_eq!(run.code, 0, "{}", run.transcript());
+        let warnings: Vec<&str> = run.stdout.lines().filter(|l| l.contains("\"warning\"")).collect();
+        assert_eq!(warnings.len(), 1, "{}", run.transcript());
+        assert!(warnings[0].contains(warning), "{}", warnings[0]);
+    }
+}
