@@ -291,6 +291,7 @@ impl Engine<'_> {
                 }
             }
         }
+        self.revise_choices()?;
         if let Some(evidence) = base_case
             && !self.switch_latest(&decision)?
         {
@@ -305,6 +306,41 @@ impl Engine<'_> {
                 .map(Some);
         }
         Ok(None)
+    }
+
+    /// Switches choices made before the latest blocks when nothing they would
+    /// run has started and their plan now uses a blocked tool or target: a
+    /// blocked tool is not run again through a choice already made. A choice
+    /// with no qualifying alternative is left as it is.
+    fn revise_choices(&mut self) -> Result<(), EngineError> {
+        let atoms = &self.state.graph.atoms;
+        let stale: Vec<(AtomId, AtomId)> = self
+            .graph
+            .choice_groups()
+            .filter(|g| self.graph.is_selected(g))
+            .filter_map(|g| Some((g.to_string(), atoms.get(g)?.chosen.clone()?)))
+            .filter(|(_, chosen)| {
+                let plan = self.graph.plan(chosen);
+                let untouched = plan.iter().all(|id| {
+                    atoms
+                        .get(*id)
+                        .is_some_and(|a| a.status == AtomStatus::Pending && a.attempts == 0)
+                });
+                let steer = Steer::new(atoms, &self.state.run.ggs);
+                !plan.is_empty() && untouched && steer.refusal(&self.graph, chosen).is_some()
+            })
+            .collect();
+        for (group, _) in stale {
+            let events = self.steered(None, |graph, steer, bindings| {
+                let candidates = graph.untried(&group);
+                let best = steer.rank(graph, &group, &candidates).into_iter().next()?;
+                graph.force_choice(&group, &best.id, bindings)
+            })?;
+            if let Some(events) = events {
+                self.record(events)?;
+            }
+        }
+        Ok(())
     }
 
     /// The criterion of an atom's last failure, from the trail.

@@ -612,3 +612,31 @@ fn log_follow_prints_a_running_loop_until_it_stops() {
         "{text}"
     );
 }
+
+#[test]
+fn a_choice_made_before_a_tool_was_blocked_is_switched_before_it_runs() {
+    let env = TestEnv::new();
+    env.write(
+        "aot.yaml",
+        &aligned(
+            "test -f later-done",
+            "{ max_retries: 0, max_parallel_agents: 1 }",
+            "    fix: { or: [first, first-py] }
+    first: { run: 'false', tool: sed }
+    first-py: { run: 'true', tool: python }
+    later: { or: [sed-alt, py-alt] }
+    sed-alt: { run: touch later-done, tool: sed }
+    py-alt: { run: touch later-done, tool: python }
+",
+        ),
+    );
+    let run = start(&env);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    // `later` chose sed-alt in round 1, before `first` failed and sed was blocked.
+    let s = document::read(&env.path("aot.yaml")).unwrap().state;
+    assert!(s.trail.iter().any(|t| matches!(t,
+        aot::state::TrailEntry::OrChoice { group, chosen, .. } if group == "later" && chosen == "sed-alt")));
+    assert!(!started(&env, "sed-alt"), "the blocked tool never runs");
+    assert!(started(&env, "py-alt"));
+    assert_eq!(s.run.ggs.blocked_tools.iter().collect::<Vec<_>>(), ["sed"]);
+}
