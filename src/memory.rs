@@ -232,8 +232,17 @@ impl Potentials {
 #[derive(Debug, Clone, Default)]
 pub struct Memory {
     megrams: Vec<Megram>,
-    index: HashMap<(String, String), Vec<usize>>,
-    by_id: HashMap<String, usize>,
+    /// space → entity → Megrams: looked up with borrowed keys, allocating only
+    /// for a new pair.
+    index: HashMap<String, HashMap<String, Vec<usize>>>,
+    /// Hash of an id → its Megram; ids whose hash is taken go to `overflow`.
+    by_id: HashMap<u64, usize>,
+    overflow: HashMap<String, usize>,
+}
+
+fn id_hash(id: &str) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(id)
 }
 
 impl Memory {
@@ -251,27 +260,48 @@ impl Memory {
         match entry {
             Entry::Megram { megram, .. } => {
                 let i = self.megrams.len();
-                self.by_id.insert(megram.id.clone(), i);
-                self.index
-                    .entry((megram.space.clone(), megram.entity.clone()))
-                    .or_default()
-                    .push(i);
+                match self.by_id.entry(id_hash(&megram.id)) {
+                    std::collections::hash_map::Entry::Vacant(slot) => {
+                        slot.insert(i);
+                    }
+                    std::collections::hash_map::Entry::Occupied(_) => {
+                        self.overflow.insert(megram.id.clone(), i);
+                    }
+                }
+                let entities = match self.index.get_mut(&megram.space) {
+                    Some(entities) => entities,
+                    None => self.index.entry(megram.space.clone()).or_default(),
+                };
+                match entities.get_mut(&megram.entity) {
+                    Some(ids) => ids.push(i),
+                    None => {
+                        entities.insert(megram.entity.clone(), vec![i]);
+                    }
+                }
                 self.megrams.push(megram);
             }
             Entry::Recalled { at, ids, .. } => {
                 for id in ids {
-                    if let Some(&i) = self.by_id.get(&id) {
+                    if let Some(i) = self.find(&id) {
                         let m = &mut self.megrams[i];
                         m.t_recalled = Some(m.t_recalled.map_or(at, |r| r.max(at)));
                     }
                 }
             }
             Entry::Demoted { id, level, k, .. } => {
-                if let Some(&i) = self.by_id.get(&id) {
+                if let Some(i) = self.find(&id) {
                     self.megrams[i].level = level;
                     self.megrams[i].k = k;
                 }
             }
+        }
+    }
+
+    /// The position of the Megram with this id.
+    fn find(&self, id: &str) -> Option<usize> {
+        match self.by_id.get(&id_hash(id)) {
+            Some(&i) if self.megrams[i].id == id => Some(i),
+            _ => self.overflow.get(id).copied(),
         }
     }
 
@@ -292,10 +322,9 @@ impl Memory {
 
     /// The Megrams tagged (space, entity).
     pub fn matching(&self, space: &str, entity: &str) -> Vec<&Megram> {
-        // A borrowed-key lookup without allocating would need a custom key type;
-        // two short strings per query are far below the budget.
         self.index
-            .get(&(space.to_string(), entity.to_string()))
+            .get(space)
+            .and_then(|entities| entities.get(entity))
             .map(|ids| ids.iter().map(|&i| &self.megrams[i]).collect())
             .unwrap_or_default()
     }
@@ -306,10 +335,15 @@ impl Memory {
     }
 
     /// The (space, entity) pairs, each with its Megrams.
-    pub fn clusters(&self) -> impl Iterator<Item = (&(String, String), Vec<&Megram>)> {
-        self.index
-            .iter()
-            .map(|(key, ids)| (key, ids.iter().map(|&i| &self.megrams[i]).collect()))
+    pub fn clusters(&self) -> impl Iterator<Item = ((&str, &str), Vec<&Megram>)> {
+        self.index.iter().flat_map(move |(space, entities)| {
+            entities.iter().map(move |(entity, ids)| {
+                (
+                    (space.as_str(), entity.as_str()),
+                    ids.iter().map(|&i| &self.megrams[i]).collect(),
+                )
+            })
+        })
     }
 }
 
@@ -345,7 +379,7 @@ pub fn dream(memory: &Memory, now: Timestamp, mut id: impl FnMut() -> String) ->
     // What this pass forgets no longer counts for the clusters.
     let forgotten: std::collections::HashSet<&str> = plan.forget.iter().map(String::as_str).collect();
     let mut clusters: Vec<_> = memory.clusters().collect();
-    clusters.sort_by(|a, b| a.0.cmp(b.0));
+    clusters.sort_by(|a, b| a.0.cmp(&b.0));
     for ((space, entity), mut megrams) in clusters {
         megrams.retain(|m| !forgotten.contains(m.id.as_str()));
         if megrams.is_empty() {
@@ -370,8 +404,8 @@ pub fn dream(memory: &Memory, now: Timestamp, mut id: impl FnMut() -> String) ->
             level: Level::C,
             t: now,
             t_recalled: None,
-            space: space.clone(),
-            entity: entity.clone(),
+            space: space.to_string(),
+            entity: entity.to_string(),
             content,
             state: state.to_string(),
             f: 1.0,
@@ -517,17 +551,25 @@ impl MemoryFile {
             bytes: bytes.len() as u64,
             ..Loaded::default()
         };
-        let mut entries = Vec::new();
-        for (n, line) in bytes.split(|b| *b == b'\n').enumerate() {
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
+        // Parsing dominates a large memory's load: chunks of whole lines are
+        // parsed on every core, then applied in file order.
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+        let chunks = line_chunks(&bytes, if bytes.len() < 1 << 20 { 1 } else { threads });
+        let parsed: Vec<(Vec<Entry>, Vec<usize>)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = chunks
+                .iter()
+                .map(|&(first_line, chunk)| scope.spawn(move || parse_lines(first_line, chunk)))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+        });
+        let mut memory = Memory::default();
+        for (entries, skipped) in parsed {
+            for entry in entries {
+                memory.apply(entry);
             }
-            match serde_json::from_slice::<Entry>(line) {
-                Ok(entry) => entries.push(entry),
-                Err(_) => loaded.skipped.push(n + 1),
-            }
+            loaded.skipped.extend(skipped);
         }
-        loaded.memory = Memory::from_entries(entries);
+        loaded.memory = memory;
         Ok(loaded)
     }
 
@@ -601,6 +643,41 @@ impl MemoryFile {
         file.write_all(text.as_bytes()).map_err(self.io(&self.path))?;
         file.sync_data().map_err(self.io(&self.path))
     }
+}
+
+/// Splits `bytes` into about `n` chunks of whole lines, each with the number
+/// of its first line.
+fn line_chunks(bytes: &[u8], n: usize) -> Vec<(usize, &[u8])> {
+    let mut chunks = Vec::new();
+    let (mut start, mut line) = (0, 1);
+    let size = bytes.len().div_ceil(n.max(1)).max(1);
+    while start < bytes.len() {
+        let mut end = (start + size).min(bytes.len());
+        while end < bytes.len() && bytes[end - 1] != b'\n' {
+            end += 1;
+        }
+        let chunk = &bytes[start..end];
+        chunks.push((line, chunk));
+        line += chunk.iter().filter(|b| **b == b'\n').count();
+        start = end;
+    }
+    chunks
+}
+
+/// Parses whole lines; returns the records and the numbers of unreadable lines.
+fn parse_lines(first_line: usize, chunk: &[u8]) -> (Vec<Entry>, Vec<usize>) {
+    let mut entries = Vec::new();
+    let mut skipped = Vec::new();
+    for (n, line) in chunk.split(|b| *b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<Entry>(line) {
+            Ok(entry) => entries.push(entry),
+            Err(_) => skipped.push(first_line + n),
+        }
+    }
+    (entries, skipped)
 }
 
 /// Turns a goal into a task-intent slug: lower case, words joined by `-`.
@@ -816,6 +893,27 @@ mod tests {
         assert_eq!(row("accept").unwrap().sigma, 1.0);
         assert_eq!(row("change_path").unwrap().sigma, 0.0);
         assert_eq!(row("nothing"), None);
+    }
+
+    #[test]
+    fn chunks_cover_every_line_once_with_its_number() {
+        let text = b"a\nbb\n\nccc\ndddd";
+        for n in 1..8 {
+            let chunks = line_chunks(text, n);
+            let joined: Vec<u8> = chunks.iter().flat_map(|(_, c)| c.iter().copied()).collect();
+            assert_eq!(joined, text, "n = {n}");
+            for (line, chunk) in chunks {
+                let before = text[..chunk.as_ptr() as usize - text.as_ptr() as usize]
+                    .iter()
+                    .filter(|b| **b == b'\n')
+                    .count();
+                assert_eq!(line, before + 1, "n = {n}");
+            }
+        }
+        // An unreadable line is reported by its number in the whole file.
+        let (entries, skipped) = parse_lines(7, b"{}\nnot json\n");
+        assert!(entries.is_empty());
+        assert_eq!(skipped, [7, 8]);
     }
 
     #[test]
