@@ -293,6 +293,9 @@ impl ChoiceOrder for Steer<'_> {
             .into_iter()
             .enumerate()
             .map(|(i, (alt, recalled))| Ranked {
+                last_resort: recalled
+                    .as_ref()
+                    .is_some_and(|r| r.action == Action::Avoid || r.confirmed == Some(false)),
                 id: alt.to_string(),
                 reason: format!("{}{}", memory(&recalled), reason(alt, i)),
             })

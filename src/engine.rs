@@ -887,18 +887,36 @@ impl<'a> Engine<'a> {
         let mut cancelled = Vec::new();
         // Speculative OR atoms being raced: group → (alternative → its cancel token).
         let mut races: HashMap<AtomId, HashMap<AtomId, CancellationToken>> = HashMap::new();
+        // The calibrated field of each race: who may run in it, best first.
+        let mut race_plans: HashMap<AtomId, Vec<AtomId>> = HashMap::new();
         self.round_cancel = self.cancel.child_token();
         loop {
             if failures.is_empty() && !self.round_cancel.is_cancelled() && !self.state.control.stop_requested {
                 // Speculative OR atoms: every eligible alternative runs at once.
                 for group in self.speculative_choice_points() {
-                    let racers: Vec<AtomId> = self
-                        .graph
-                        .untried(&group)
-                        .into_iter()
+                    // The race's field is calibrated once: alternatives the blocked
+                    // sets refuse never run, and memory's last resorts only when
+                    // nothing else may.
+                    if !race_plans.contains_key(&group) {
+                        let ranked = self.steered(None, |graph, steer, _| {
+                            let candidates = graph.untried(&group);
+                            crate::graph::ChoiceOrder::rank(steer, graph, &group, &candidates)
+                        })?;
+                        let preferred: Vec<AtomId> =
+                            ranked.iter().filter(|r| !r.last_resort).map(|r| r.id.clone()).collect();
+                        let field = if preferred.is_empty() {
+                            ranked.into_iter().map(|r| r.id).collect()
+                        } else {
+                            preferred
+                        };
+                        race_plans.insert(group.clone(), field);
+                    }
+                    let racers: Vec<AtomId> = race_plans[&group]
+                        .iter()
+                        .filter(|alt| self.graph.untried(&group).contains(&alt.as_str()))
                         .filter(|alt| self.graph.status(alt) == Some(AtomStatus::Pending) && self.deps_solved(alt))
                         .filter(|alt| !in_flight.contains(*alt))
-                        .map(String::from)
+                        .cloned()
                         .collect();
                     for alt in racers {
                         if in_flight.len() >= parallel {

@@ -39,6 +39,9 @@ pub struct Ranked {
     pub id: AtomId,
     /// Why it comes at this rank (goes into the trail).
     pub reason: String,
+    /// Ranked last only because nothing better remains (memory advised
+    /// against it): a speculative race leaves it out while others can run.
+    pub last_resort: bool,
 }
 
 /// Orders the untried alternatives of an OR atom; may drop some (e.g. those
@@ -63,6 +66,7 @@ impl ChoiceOrder for FileOrder {
             .iter()
             .enumerate()
             .map(|(i, id)| Ranked {
+                last_resort: false,
                 id: id.to_string(),
                 reason: if i == 0 {
                     "first untried alternative in file order".to_string()

@@ -346,6 +346,7 @@ impl ChoiceOrder for Reverse {
             .rev()
             .filter(|c| **c != "blocked-tool")
             .map(|c| Ranked {
+                last_resort: false,
                 id: c.to_string(),
                 reason: "preferred by memory".into(),
             })

@@ -385,3 +385,42 @@ fn a_memory_that_cannot_be_used_is_reported_once_and_the_run_goes_on() {
         assert!(warnings[0].contains(warning), "{}", warnings[0]);
     }
 }
+
+#[test]
+fn a_speculative_race_leaves_out_what_memory_avoids() {
+    let env = TestEnv::new();
+    let file = MemoryFile::new(env.path(".aot/memory.jsonl"));
+    file.append(&[Entry::megram(Megram {
+        id: "bad".into(),
+        level: Level::M,
+        t: Timestamp::from_millis(1_767_225_600_000),
+        t_recalled: None,
+        space: "X".into(),
+        entity: "mirror".into(),
+        content: "failed logically".into(),
+        state: "change_approach".into(),
+        f: 0.85,
+        sigma: -1.0,
+        k: 0.05,
+    })])
+    .unwrap();
+    env.write(
+        "aot.yaml",
+        &aligned(
+            "fetch",
+            "test -f fetched",
+            "    fetch: { or: [avoided, fine], speculative: true }
+    avoided: { run: touch fetched, tool: X, target: mirror }
+    fine: { run: touch fetched, tool: Y, target: mirror }
+",
+        ),
+    );
+    let run = run_aot_with(env.dir.path(), &["start"], &[CLOCK]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    assert!(!started(&env, "aot.yaml", "avoided"), "memory's Avoid does not race");
+    assert!(started(&env, "aot.yaml", "fine"));
+    assert_eq!(
+        calibrations(&env, "aot.yaml")[0]["order"],
+        serde_json::json!(["fine", "avoided"])
+    );
+}
