@@ -467,7 +467,9 @@ impl<'a> Engine<'a> {
     }
 
     fn save(&mut self) -> Result<(), EngineError> {
-        self.store.commit(&mut self.state, Vec::new())?;
+        // An edit the file holds now (an editor may be half-way through writing
+        // it) is taken in by the hand-edit path once the file is quiet.
+        self.store.commit_or_defer(&mut self.state, Vec::new())?;
         self.graph = WorkGraph::new(&self.state);
         self.last_save = Instant::now();
         self.report_preserved();
@@ -507,7 +509,14 @@ impl<'a> Engine<'a> {
             final_result,
         };
         self.record(vec![Event::RunStopped { stop: stop.clone() }])?;
-        self.save()?;
+        // The last save does not wait for an editor: an edit it cannot merge is
+        // left in the file, aot's document is kept aside, and the run still ends
+        // with its reason (everything is in the journal).
+        match self.store.commit(&mut self.state, Vec::new()) {
+            Ok(_) => self.report_preserved(),
+            Err(conflict @ StoreError::Conflict { .. }) => self.observer.warn(&conflict.to_string()),
+            Err(other) => return Err(other.into()),
+        }
         Ok(Ended::Stopped(stop))
     }
 

@@ -278,6 +278,13 @@ pub enum Committed {
     Saved,
     /// Written, after merging a hand edit of user-owned fields.
     Merged,
+    /// Journaled but not written: the file holds an edit that cannot be merged
+    /// now (invalid — perhaps half-written — or touching engine-owned fields).
+    /// The file is left as it is; see [`Store::commit_or_defer`].
+    Deferred {
+        /// Why the edit could not be merged.
+        reason: String,
+    },
 }
 
 /// A state file and its journal.
@@ -405,6 +412,24 @@ impl Store {
     /// edited, the engine's document is saved aside, and `Conflict` is returned —
     /// the events are journaled either way, so nothing is lost.
     pub fn commit(&mut self, state: &mut StateFile, events: Vec<Event>) -> Result<Committed, StoreError> {
+        self.commit_inner(state, events, false)
+    }
+
+    /// Like [`Store::commit`], but an edit that cannot be merged now is left in
+    /// the file untouched and nothing is saved aside: the events are journaled
+    /// (the journal leads, as always) and `Deferred` is returned. A running loop
+    /// saves this way, because it takes hand edits in through its own path once
+    /// the editor has finished writing.
+    pub fn commit_or_defer(&mut self, state: &mut StateFile, events: Vec<Event>) -> Result<Committed, StoreError> {
+        self.commit_inner(state, events, true)
+    }
+
+    fn commit_inner(
+        &mut self,
+        state: &mut StateFile,
+        events: Vec<Event>,
+        defer: bool,
+    ) -> Result<Committed, StoreError> {
         let _lock = self.lock()?;
         self.catch_up(state)?;
         let disk = self.read_disk()?;
@@ -440,6 +465,11 @@ impl Store {
             Some(DiskState::Unchanged) | None => {}
         }
         self.append_and_apply(state, events)?;
+        if let Some(reason) = conflict.clone()
+            && defer
+        {
+            return Ok(Committed::Deferred { reason });
+        }
         if let Some(reason) = conflict {
             let rejected = self.paths.next_rejected(self.format);
             let text = self.render(state)?;

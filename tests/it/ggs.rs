@@ -442,6 +442,17 @@ fn a_restarted_run_continues_the_same_trajectory() {
     child.kill().unwrap();
     child.wait().unwrap();
     env.write("go", "");
+    // A worker the killed runner was spawning at that instant may hold the
+    // runner lock until it has exec'd or exited: wait (bounded) for it.
+    let paths = aot::store::Paths::new(&env.path("aot.yaml"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while aot::store::running_pid(&paths).is_some() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the runner lock was never released"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 
     let run = start(&env);
     assert_eq!(run.code, 4, "{}", run.transcript());
