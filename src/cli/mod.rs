@@ -30,7 +30,7 @@ const AFTER_HELP: &str = "\
 Exit codes: 0 completed/ok, 1 error (bad input, I/O), 2 usage, 3 stopped (manual),
 4 abandoned, 5 exhausted, 6 gate (not aligned), 7 blocked, 8 iteration limit.
 
-Docs: docs/user-guide.md, docs/state-file.md, docs/cli.md";
+Docs: docs/user-guide.md, docs/state-file.md, docs/cli.md, docs/ggs.md, docs/memory.md";
 
 /// Drive a piece of work to a verifiable end, with a proof that the loop stops.
 #[derive(Debug, Parser)]
