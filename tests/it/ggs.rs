@@ -651,3 +651,35 @@ fn a_choice_made_before_a_tool_was_blocked_is_switched_before_it_runs() {
     assert!(started(&env, "py-alt"));
     assert_eq!(s.run.ggs.blocked_tools.iter().collect::<Vec<_>>(), ["sed"]);
 }
+
+#[test]
+fn after_an_abandon_a_new_start_takes_up_the_unrecovered_failure() {
+    let env = TestEnv::new();
+    env.write(
+        "aot.yaml",
+        &aligned(
+            "test -f four-ran",
+            "{ max_retries: 0, max_parallel_agents: 1 }",
+            &DIVERGING.replace("THREE", "'false'").replace(
+                "four: { run: 'true', tool: t4 }",
+                "four: { run: touch four-ran, tool: t4 }",
+            ),
+        ),
+    );
+    assert_eq!(start(&env).code, 4);
+    // The third decision abandoned before `three`'s failure was recovered from.
+    let again = start(&env);
+    assert_eq!(again.code, 0, "{}", again.transcript());
+    let history = decisions(&env);
+    assert_eq!(history.len(), 4);
+    // Measured against the saved L_prev: the same failure, a little more budget
+    // spent, so a plateau — not a third worsening round.
+    assert_eq!(
+        history[3].gradient,
+        aot::ggs::Gradient::Plateau,
+        "{}",
+        history[3].line()
+    );
+    assert_eq!(history[3].directive, MacroState::BreakSymmetry);
+    assert!(started(&env, "four"));
+}

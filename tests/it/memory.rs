@@ -424,3 +424,100 @@ fn a_speculative_race_leaves_out_what_memory_avoids() {
         serde_json::json!(["fine", "avoided"])
     );
 }
+
+mod calibration_props {
+    use aot::directive::{Recall, Steer};
+    use aot::ggs::GgsState;
+    use aot::graph::{ChoiceOrder, WorkGraph};
+    use aot::memory::{Action, Entry, Level, Megram, Memory};
+    use aot::state::{Atom, Objective, StateFile};
+    use aot::time::Timestamp;
+    use indexmap::IndexMap;
+    use proptest::prelude::*;
+
+    const TOOLS: [&str; 4] = ["sed", "curl", "git", "make"];
+    const T0: u64 = 1_767_225_600_000;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 500, .. ProptestConfig::default() })]
+
+        /// Whatever memory holds: refused plans never appear, Exploit comes
+        /// first (strongest first), last resorts come last, nothing is lost.
+        #[test]
+        fn calibration_orders_and_never_resurrects_a_refused_plan(
+            alts in prop::collection::vec((0..4usize, 0..3usize), 1..7),
+            megrams in prop::collection::vec((0..4usize, 0..3usize, -1.0..=1.0f64, 0.0..=1.0f64, 0..30u64), 0..30),
+            blocked in prop::collection::btree_set(0..4usize, 0..3),
+            yes in any::<bool>(),
+        ) {
+            let mut atoms = IndexMap::new();
+            let ids: Vec<String> = (0..alts.len()).map(|i| format!("a{i}")).collect();
+            atoms.insert("g".to_string(), Atom { or: Some(ids.clone()), ..Atom::default() });
+            for (i, (tool, target)) in alts.iter().enumerate() {
+                atoms.insert(ids[i].clone(), Atom {
+                    tool: Some(TOOLS[*tool].into()),
+                    target: Some(format!("t{target}")),
+                    ..Atom::command("true")
+                });
+            }
+            let state = StateFile::new(Objective::default(), atoms);
+            let graph = WorkGraph::new(&state);
+            let memory = Memory::from_entries(megrams.iter().enumerate().map(|(n, (tool, target, sigma, f, days))| {
+                Entry::megram(Megram {
+                    id: n.to_string(),
+                    level: Level::M,
+                    t: Timestamp::from_millis(T0 - days * 86_400_000),
+                    t_recalled: None,
+                    space: TOOLS[*tool].into(),
+                    entity: format!("t{target}"),
+                    content: String::new(),
+                    state: "test".into(),
+                    f: *f,
+                    sigma: *sigma,
+                    k: 0.05,
+                })
+            }));
+            let ggs = GgsState {
+                blocked_tools: blocked.iter().map(|t| TOOLS[*t].to_string()).collect(),
+                ..GgsState::default()
+            };
+            let mut confirm = |_: &str, _: &str| yes;
+            let recall = Recall::new(&memory, Timestamp::from_millis(T0), &mut confirm);
+            let steer = Steer::new(&state.graph.atoms, &ggs).with_recall(&recall);
+            let candidates: Vec<&str> = ids.iter().map(String::as_str).collect();
+            let ranked = steer.rank(&graph, "g", &candidates);
+            let (calibrations, _) = recall.take();
+            prop_assert_eq!(calibrations.len(), 1);
+            let c = &calibrations[0];
+            let allowed: Vec<&str> = candidates.iter().copied().filter(|id| {
+                !ggs.blocked_tools.contains(state.graph.atoms[*id].tool.as_deref().unwrap_or_default())
+            }).collect();
+            let mut got: Vec<&str> = ranked.iter().map(|r| r.id.as_str()).collect();
+            prop_assert_eq!(&c.order, &got);
+            got.sort();
+            let mut want = allowed.clone();
+            want.sort();
+            prop_assert_eq!(got, want, "exactly the allowed alternatives, each once");
+            let action = |id: &str| c.alternatives.iter().find(|a| a.alt == id).map(|a| (a.action, a.confirmed, a.m_dec));
+            let class = |id: &str| match action(id) {
+                Some((Action::Exploit, _, _)) => 0,
+                Some((Action::Avoid, _, _)) | Some((_, Some(false), _)) => 2,
+                _ => 1,
+            };
+            for pair in ranked.windows(2) {
+                let (a, b) = (pair[0].id.as_str(), pair[1].id.as_str());
+                prop_assert!(class(a) <= class(b), "{} before {}: {:?}", a, b, c);
+                if class(a) == 0 && class(b) == 0 {
+                    prop_assert!(action(a).unwrap().2 >= action(b).unwrap().2, "strongest Exploit first");
+                }
+                prop_assert_eq!(pair[0].last_resort && !pair[1].last_resort, false);
+            }
+            for alt in &c.alternatives {
+                prop_assert_eq!(alt.confirmed.is_some(), alt.action == Action::Caution);
+                if alt.action == Action::Caution {
+                    prop_assert_eq!(alt.confirmed, Some(yes));
+                }
+            }
+        }
+    }
+}
