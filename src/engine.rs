@@ -824,20 +824,10 @@ impl<'a> Engine<'a> {
 
     /// Returns "`id`: criterion: message" from the atom's last failure in the trail.
     fn last_failure(&self, id: &str) -> String {
-        self.state
-            .trail
-            .iter()
-            .rev()
-            .find_map(|t| match t {
-                crate::state::TrailEntry::Failure {
-                    atom,
-                    criterion,
-                    message,
-                    ..
-                } if atom == id => Some(format!("`{id}` ({criterion}): {}", first_line(message))),
-                _ => None,
-            })
-            .unwrap_or_else(|| format!("`{id}`"))
+        match self.failure_of(id) {
+            Some((_, criterion, message)) => format!("`{id}` ({criterion}): {}", first_line(message)),
+            None => format!("`{id}`"),
+        }
     }
 
     fn block_reason(&self, id: &str) -> String {
@@ -920,9 +910,10 @@ impl<'a> Engine<'a> {
                         };
                         race_plans.insert(group.clone(), field);
                     }
+                    let untried = self.graph.untried(&group);
                     let racers: Vec<AtomId> = race_plans[&group]
                         .iter()
-                        .filter(|alt| self.graph.untried(&group).contains(&alt.as_str()))
+                        .filter(|alt| untried.contains(&alt.as_str()))
                         .filter(|alt| self.graph.status(alt) == Some(AtomStatus::Pending) && self.deps_solved(alt))
                         .filter(|alt| !in_flight.contains(*alt))
                         .cloned()

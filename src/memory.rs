@@ -524,13 +524,21 @@ impl MemoryFile {
         if entries.is_empty() {
             return Ok(());
         }
+        let _lock = self.locked()?;
+        self.append_locked(entries)
+    }
+
+    /// Appends records; the caller holds the lock.
+    fn append_locked(&self, entries: &[Entry]) -> Result<(), MemoryError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
         let mut text = String::new();
         for entry in entries {
             // Serializing plain data cannot fail.
             text.push_str(&serde_json::to_string(entry).unwrap_or_default());
             text.push('\n');
         }
-        let _lock = self.locked()?;
         let mut file = OpenOptions::new()
             .create(true)
             .append(true)
@@ -627,21 +635,7 @@ impl MemoryFile {
             })
             .collect();
         entries.extend(plan.consolidate.iter().cloned().map(Entry::megram));
-        if entries.is_empty() {
-            return Ok(());
-        }
-        let mut text = String::new();
-        for entry in &entries {
-            text.push_str(&serde_json::to_string(entry).unwrap_or_default());
-            text.push('\n');
-        }
-        let mut file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)
-            .map_err(self.io(&self.path))?;
-        file.write_all(text.as_bytes()).map_err(self.io(&self.path))?;
-        file.sync_data().map_err(self.io(&self.path))
+        self.append_locked(&entries)
     }
 }
 

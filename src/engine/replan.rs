@@ -189,16 +189,7 @@ impl Engine<'_> {
         self.graph
             .selected_failures()
             .map(|id| {
-                let class = self
-                    .state
-                    .trail
-                    .iter()
-                    .rev()
-                    .find_map(|t| match t {
-                        TrailEntry::Failure { atom, class, .. } if atom == id => Some(*class),
-                        _ => None,
-                    })
-                    .unwrap_or(FailureClass::Logical);
+                let class = self.failure_of(id).map_or(FailureClass::Logical, |f| f.0);
                 (id.to_string(), class)
             })
             .collect()
@@ -222,7 +213,7 @@ impl Engine<'_> {
         let mut outcomes: Vec<Outcome> = finished.iter().map(|(id, f)| self.outcome(id, f)).collect();
         for (atom, class) in &failures {
             if !finished.iter().any(|(id, _)| id == atom) {
-                let criterion = self.last_criterion(atom);
+                let criterion = self.failure_of(atom).map_or("run", |f| f.1).to_string();
                 outcomes.push(self.outcome(
                     atom,
                     &Finish::Failed {
@@ -331,29 +322,40 @@ impl Engine<'_> {
             })
             .collect();
         for (group, _) in stale {
-            let events = self.steered(None, |graph, steer, bindings| {
-                let candidates = graph.untried(&group);
-                let best = steer.rank(graph, &group, &candidates).into_iter().next()?;
-                graph.force_choice(&group, &best.id, bindings)
-            })?;
-            if let Some(events) = events {
-                self.record(events)?;
-            }
+            self.switch_choice(&group, None)?;
         }
         Ok(())
     }
 
-    /// The criterion of an atom's last failure, from the trail.
-    fn last_criterion(&self, id: &str) -> String {
-        self.state
-            .trail
-            .iter()
-            .rev()
-            .find_map(|t| match t {
-                TrailEntry::Failure { atom, criterion, .. } if atom == id => Some(criterion.clone()),
-                _ => None,
-            })
-            .unwrap_or_else(|| "run".to_string())
+    /// An atom's last failure in the trail: class, criterion, message.
+    pub(super) fn failure_of(&self, id: &str) -> Option<(FailureClass, &str, &str)> {
+        self.state.trail.iter().rev().find_map(|t| match t {
+            TrailEntry::Failure {
+                atom,
+                class,
+                criterion,
+                message,
+                ..
+            } if atom == id => Some((*class, criterion.as_str(), message.as_str())),
+            _ => None,
+        })
+    }
+
+    /// Switches `group` to the best alternative the choice order allows
+    /// (`directed`: under a directive); `false` when none qualifies.
+    fn switch_choice(&mut self, group: &str, directed: Option<(MacroState, &[String])>) -> Result<bool, EngineError> {
+        let events = self.steered(directed, |graph, steer, bindings| {
+            let candidates = graph.untried(group);
+            let best = steer.rank(graph, group, &candidates).into_iter().next()?;
+            graph.force_choice(group, &best.id, bindings)
+        })?;
+        match events {
+            Some(events) => {
+                self.record(events)?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
     }
 
     /// With every atom solved and the base case failing, switches the most
@@ -374,13 +376,7 @@ impl Engine<'_> {
                 continue;
             }
             let directed = Some((decision.directive, decision.failed_tools.as_slice()));
-            let events = self.steered(directed, |graph, steer, bindings| {
-                let candidates = graph.untried(&group);
-                let best = steer.rank(graph, &group, &candidates).into_iter().next()?;
-                graph.force_choice(&group, &best.id, bindings)
-            })?;
-            if let Some(events) = events {
-                self.record(events)?;
+            if self.switch_choice(&group, directed)? {
                 return Ok(true);
             }
         }
@@ -396,19 +392,8 @@ impl Engine<'_> {
             .filter(|atom| *atom != BASE_CASE)
             .map(|atom| {
                 let (criterion, message) = self
-                    .state
-                    .trail
-                    .iter()
-                    .rev()
-                    .find_map(|t| match t {
-                        TrailEntry::Failure {
-                            atom: a,
-                            criterion,
-                            message,
-                            ..
-                        } if a == atom => Some((criterion.clone(), first_line(message).to_string())),
-                        _ => None,
-                    })
+                    .failure_of(atom)
+                    .map(|(_, criterion, message)| (criterion.to_string(), first_line(message).to_string()))
                     .unwrap_or_default();
                 (atom.clone(), criterion, message)
             })

@@ -17,6 +17,29 @@ fn aligned(goal: &str, base_case: &str, atoms: &str) -> String {
 
 const CLOCK: (&str, &str) = ("AOT_TEST_CLOCK", "1767225600000");
 
+/// A Megram tagged (space, entity) with the quantization matrix's `row`.
+fn seeded(id: &str, space: &str, entity: &str, row: &str, t: Timestamp) -> Entry {
+    let r = aot::memory::row(row).unwrap();
+    Entry::megram(Megram {
+        id: id.into(),
+        level: Level::M,
+        t,
+        t_recalled: None,
+        space: space.into(),
+        entity: entity.into(),
+        content: format!("seeded {row}"),
+        state: row.into(),
+        f: r.f,
+        sigma: r.sigma,
+        k: r.k,
+    })
+}
+
+/// Sixty days ago.
+fn long_ago() -> Timestamp {
+    Timestamp::from_millis(Timestamp::now().as_millis() - 60 * 86_400_000)
+}
+
 fn records(env: &TestEnv, state: &str) -> Vec<Record> {
     let text = std::fs::read_to_string(env.path(&format!("{state}.journal.jsonl"))).unwrap();
     text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
@@ -118,23 +141,12 @@ const SPLIT: &str = "    pick: { or: [risky, other] }
 /// A memory in which R on t both worked and failed: Caution.
 fn split_memory(env: &TestEnv) {
     let file = MemoryFile::new(env.path(".aot/memory.jsonl"));
-    let megram = |id: &str, sigma: f64, f: f64| {
-        Entry::megram(Megram {
-            id: id.into(),
-            level: Level::M,
-            t: Timestamp::from_millis(1_767_225_600_000),
-            t_recalled: None,
-            space: "R".into(),
-            entity: "t".into(),
-            content: "seeded".into(),
-            state: "seeded".into(),
-            f,
-            sigma,
-            k: 0.05,
-        })
-    };
-    file.append(&[megram("good", 1.0, 0.8), megram("bad", -1.0, 0.85)])
-        .unwrap();
+    let t = Timestamp::from_millis(1_767_225_600_000);
+    file.append(&[
+        seeded("good", "R", "t", "success", t),
+        seeded("bad", "R", "t", "change_approach", t),
+    ])
+    .unwrap();
 }
 
 #[test]
@@ -191,23 +203,8 @@ fn two_processes_writing_at_once_lose_nothing_while_the_dreamer_compacts() {
     let path = env.path(".aot/memory.jsonl");
     let file = MemoryFile::new(&path);
     // Faded Megrams for the Dreamer to forget meanwhile.
-    let old = Timestamp::from_millis(Timestamp::now().as_millis() - 60 * 86_400_000);
     let faded: Vec<Entry> = (0..50)
-        .map(|i| {
-            Entry::megram(Megram {
-                id: format!("faded-{i}"),
-                level: Level::M,
-                t: old,
-                t_recalled: None,
-                space: "old".into(),
-                entity: "x".into(),
-                content: String::new(),
-                state: "refine".into(),
-                f: 0.1,
-                sigma: 0.5,
-                k: 0.5,
-            })
-        })
+        .map(|i| seeded(&format!("faded-{i}"), "old", "x", "refine", long_ago()))
         .collect();
     file.append(&faded).unwrap();
     let rounds = 400;
@@ -253,20 +250,8 @@ fn memory_dream_dry_run_changes_nothing_and_a_pass_compacts() {
     let env = TestEnv::new();
     let file = MemoryFile::new(env.path(".aot/memory.jsonl"));
     let megram = |id: &str, state: &str, days_ago: u64| {
-        let row = aot::memory::row(state).unwrap();
-        Entry::megram(Megram {
-            id: id.into(),
-            level: Level::M,
-            t: Timestamp::from_millis(1_767_225_600_000 - days_ago * 86_400_000),
-            t_recalled: None,
-            space: "make".into(),
-            entity: "build".into(),
-            content: state.into(),
-            state: state.into(),
-            f: row.f,
-            sigma: row.sigma,
-            k: row.k,
-        })
+        let t = Timestamp::from_millis(1_767_225_600_000 - days_ago * 86_400_000);
+        seeded(id, "make", "build", state, t)
     };
     let mut entries = vec![megram("stale", "refine", 30)];
     entries.extend((0..7).map(|i| megram(&format!("win-{i}"), "success", 0)));
@@ -302,21 +287,8 @@ fn memory_dream_dry_run_changes_nothing_and_a_pass_compacts() {
 fn the_dreamer_runs_in_the_background_of_a_long_run() {
     let env = TestEnv::new();
     let file = MemoryFile::new(env.path(".aot/memory.jsonl"));
-    let old = Timestamp::from_millis(Timestamp::now().as_millis() - 60 * 86_400_000);
-    file.append(&[Entry::megram(Megram {
-        id: "faded".into(),
-        level: Level::M,
-        t: old,
-        t_recalled: None,
-        space: "old".into(),
-        entity: "x".into(),
-        content: String::new(),
-        state: "refine".into(),
-        f: 0.1,
-        sigma: 0.5,
-        k: 0.5,
-    })])
-    .unwrap();
+    file.append(&[seeded("faded", "old", "x", "refine", long_ago())])
+        .unwrap();
     env.write(
         "aot.yaml",
         &aligned(
@@ -390,20 +362,9 @@ fn a_memory_that_cannot_be_used_is_reported_once_and_the_run_goes_on() {
 fn a_speculative_race_leaves_out_what_memory_avoids() {
     let env = TestEnv::new();
     let file = MemoryFile::new(env.path(".aot/memory.jsonl"));
-    file.append(&[Entry::megram(Megram {
-        id: "bad".into(),
-        level: Level::M,
-        t: Timestamp::from_millis(1_767_225_600_000),
-        t_recalled: None,
-        space: "X".into(),
-        entity: "mirror".into(),
-        content: "failed logically".into(),
-        state: "change_approach".into(),
-        f: 0.85,
-        sigma: -1.0,
-        k: 0.05,
-    })])
-    .unwrap();
+    let t = Timestamp::from_millis(1_767_225_600_000);
+    file.append(&[seeded("bad", "X", "mirror", "change_approach", t)])
+        .unwrap();
     env.write(
         "aot.yaml",
         &aligned(
