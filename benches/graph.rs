@@ -5,10 +5,10 @@
 
 use std::time::{Duration, Instant};
 
-use aot::event::{self, Event, Record};
 use aot::graph::{FileOrder, Recovery, WorkGraph};
+use aot::journal::event::{self, Event, Record};
+use aot::model::time::Timestamp;
 use aot::state::{Atom, Binding, FailureClass, Objective, StateFile};
-use aot::time::Timestamp;
 use criterion::{Criterion, criterion_group, criterion_main};
 use indexmap::IndexMap;
 

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::time::Instant;
 
 use aot::memory::{Entry, Level, Megram, MemoryFile};
-use aot::time::Timestamp;
+use aot::model::time::Timestamp;
 use criterion::{Criterion, criterion_group, criterion_main};
 
 const MEGRAMS: usize = 1_000_000;

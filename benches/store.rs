@@ -6,12 +6,12 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
 
-use aot::document::{self, Format};
-use aot::event::Event;
 use aot::journal::Journal;
+use aot::journal::event::Event;
+use aot::model::time::{SystemClock, Timestamp};
+use aot::state::document::{self, Format};
 use aot::state::{Atom, AtomStatus, Binding, Objective, StateFile};
 use aot::store::{Store, write_atomic};
-use aot::time::{SystemClock, Timestamp};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use indexmap::IndexMap;
 

@@ -1,30 +1,33 @@
 //! aot drives a piece of work to a verifiable end and can prove it will stop.
 //!
-//! This library holds the engine: the state file's types ([`state`]), its text
-//! form and validation ([`document`], [`validate`]), the event journal
-//! ([`event`], [`journal`]) and the store that keeps the two in step
-//! ([`store`]). It never prints; the `aot` binary is a thin layer over it.
+//! The library is the engine; it never prints. Its folders are its layers,
+//! each depending only on those above it in this list:
+//!
+//! - [`model`]: leaf types (atom ids, criteria, failure classes, time).
+//! - [`memory`]: MKCT memory — Megrams, potentials, the Dreamer, the file.
+//! - [`ggs`]: the Goal Gradient Solver — loss, decision table, final result.
+//! - [`state`]: the state file — types, text, validation, schema, templates.
+//! - [`journal`]: domain events, their wire records, the one fold, the file.
+//! - [`graph`]: the AND/OR work graph — readiness, choice, recovery, variant.
+//! - [`steer`]: the choice order under GGS's blocked sets and memory.
+//! - [`correct`]: user corrections — redirects and the hand-edit classifier.
+//! - [`store`]: the state file and its journal as one durable unit.
+//! - [`engine`]: the loop, and the role traits it drives.
+//! - [`workers`]: workers and validators that run commands and agents.
+//!
+//! The `aot` binary (`src/cli/`) wires the implementations and does all I/O
+//! with the user.
 
 #![warn(missing_docs)]
 
-pub mod contract;
 pub mod correct;
-pub mod diag;
-pub mod directive;
-pub mod document;
 pub mod engine;
-pub mod event;
-pub mod export;
 pub mod ggs;
 pub mod graph;
 pub mod journal;
 pub mod memory;
-pub mod schema;
-pub mod spans;
+pub mod model;
 pub mod state;
-pub mod status;
+pub mod steer;
 pub mod store;
-pub mod time;
-pub mod validate;
-pub mod watch;
-pub mod worker;
+pub mod workers;

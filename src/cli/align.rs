@@ -5,11 +5,11 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use aot::document::{self, Format};
 use aot::engine::alignment_gaps;
+use aot::model::time::SystemClock;
+use aot::state::document::{self, Format};
 use aot::state::{Atom, BaseCase, Objective, StateFile};
 use aot::store::Store;
-use aot::time::SystemClock;
 use indexmap::IndexMap;
 
 use super::{CliError, Context, EXIT_OK};
@@ -118,7 +118,7 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
     std::fs::create_dir_all(&store_paths.aot_dir)
         .map_err(|e| CliError::new(format!("{}: {e}", store_paths.aot_dir.display())))?;
     let schema_path = store_paths.aot_dir.join("state.schema.json");
-    std::fs::write(&schema_path, aot::schema::state_schema_text())
+    std::fs::write(&schema_path, aot::state::schema::state_schema_text())
         .map_err(|e| CliError::new(format!("{}: {e}", schema_path.display())))?;
     let header = match Format::of(&ctx.state) {
         Format::Yaml => format!(

@@ -1,6 +1,7 @@
 //! `aot graph`: export the work graph as DOT or Mermaid.
 
-use aot::{document, export};
+use aot::graph::export;
+use aot::state::document;
 
 use super::{CliError, Context, EXIT_OK};
 

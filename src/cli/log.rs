@@ -5,7 +5,7 @@
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
-use aot::event::{Event, Record};
+use aot::journal::event::{Event, Record};
 use aot::{journal, store};
 
 use super::{CliError, Context, EXIT_OK, warn};
@@ -176,7 +176,7 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
 
 /// Prints records appended after `offset` as they arrive, until a run stops.
 fn follow(ctx: &Context, path: &Path, mut offset: u64, ggs_only: bool) -> Result<(), CliError> {
-    let mut watch = aot::watch::watch(&ctx.state, path)
+    let mut watch = aot::store::watch::watch(&ctx.state, path)
         .map_err(|e| CliError::new(format!("cannot watch {}: {e}", path.display())))?;
     let mut pending = Vec::new();
     loop {

@@ -2,7 +2,7 @@
 //! of a (space, entity) pair, and run the Dreamer.
 
 use aot::memory::{self, Level, Memory, MemoryFile, Potentials};
-use aot::time::Timestamp;
+use aot::model::time::Timestamp;
 use serde_json::json;
 
 use super::{CliError, Context, EXIT_OK, warn};

@@ -11,6 +11,7 @@ mod run;
 mod schema;
 mod status;
 mod stop;
+mod ui;
 mod validate;
 
 use std::io::IsTerminal;
@@ -167,9 +168,9 @@ impl From<aot::store::StoreError> for CliError {
     }
 }
 
-impl From<aot::document::ReadError> for CliError {
-    fn from(error: aot::document::ReadError) -> Self {
-        use aot::document::ReadError;
+impl From<aot::state::document::ReadError> for CliError {
+    fn from(error: aot::state::document::ReadError) -> Self {
+        use aot::state::document::ReadError;
         match error {
             ReadError::Invalid(diagnostics) => CliError::rendered(diagnostics.render(color_stderr()), EXIT_ERROR),
             ReadError::NotFound(path) => CliError::new(format!("no state file at {}", path.display()))
@@ -191,10 +192,13 @@ fn color_stderr() -> bool {
 
 /// Returns the wall clock, or — for reproducible tests — a fixed clock starting
 /// at `AOT_TEST_CLOCK` (milliseconds since the epoch) and advancing 1 ms per reading.
-pub fn clock_from_env() -> std::sync::Arc<dyn aot::time::Clock> {
+pub fn clock_from_env() -> std::sync::Arc<dyn aot::model::time::Clock> {
     match std::env::var("AOT_TEST_CLOCK").ok().and_then(|v| v.parse::<u64>().ok()) {
-        Some(start) => std::sync::Arc::new(aot::time::FixedClock::new(aot::time::Timestamp::from_millis(start), 1)),
-        None => std::sync::Arc::new(aot::time::SystemClock),
+        Some(start) => std::sync::Arc::new(aot::model::time::FixedClock::new(
+            aot::model::time::Timestamp::from_millis(start),
+            1,
+        )),
+        None => std::sync::Arc::new(aot::model::time::SystemClock),
     }
 }
 

@@ -100,13 +100,13 @@ fn refused(refused: Refused, ctx: &Context) -> CliError {
 
 pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
     if !ctx.state.exists() {
-        return Err(aot::document::ReadError::NotFound(ctx.state.clone()).into());
+        return Err(aot::state::document::ReadError::NotFound(ctx.state.clone()).into());
     }
     let changes = changes(&args)?;
     let clock = super::clock_from_env();
     // A refused redirect must touch nothing, not even the file's formatting:
     // plan once on a read-only copy before taking the store.
-    let current = aot::document::read(&ctx.state)?.state;
+    let current = aot::state::document::read(&ctx.state)?.state;
     correct::plan(&current, &changes, args.message.as_deref(), clock.now()).map_err(|r| refused(r, ctx))?;
     let mut store = Store::new(&ctx.state, clock.clone());
     let message = args.message.clone();

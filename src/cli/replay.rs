@@ -1,8 +1,9 @@
 //! `aot replay`: rebuild the state file from its journal, or check that the two
 //! agree (`--check`).
 
-use aot::document::{self, Format};
-use aot::{event, journal, store};
+use aot::journal::event;
+use aot::state::document::{self, Format};
+use aot::{journal, store};
 use serde_json::json;
 
 use super::{CliError, Context, EXIT_ERROR, EXIT_OK, warn};

@@ -5,7 +5,7 @@ use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
 use aot::engine::{Ended, Engine, Observer, Options};
-use aot::event::{Event, Record};
+use aot::journal::event::{Event, Record};
 use aot::state::{AtomStatus, StateFile};
 use aot::store::{self, Notice, Store};
 use tokio_util::sync::CancellationToken;
@@ -240,7 +240,7 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
     let clock = super::clock_from_env();
     if !ctx.state.exists() {
         // Report the missing file before taking locks, which would create `.aot/`.
-        return Err(aot::document::ReadError::NotFound(ctx.state.clone()).into());
+        return Err(aot::state::document::ReadError::NotFound(ctx.state.clone()).into());
     }
     let mut store = Store::new(&ctx.state, clock.clone());
     let _runner = store::acquire_runner(store.paths(), std::process::id())?;
@@ -280,7 +280,7 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
                 eprintln!("\naot: stopping (Ctrl-C again to kill at once)");
                 interrupt.cancel();
                 if tokio::signal::ctrl_c().await.is_ok() {
-                    aot::worker::kill_all();
+                    aot::workers::command::kill_all();
                     std::process::exit(130);
                 }
             }

@@ -1,6 +1,9 @@
 //! `aot status`: the graph, frontier, bindings, trail and last stop.
 
-use aot::{document, journal, status, store};
+use aot::state::document;
+use aot::{journal, store};
+
+use super::ui::status;
 
 use super::{CliError, Context, EXIT_OK, warn};
 

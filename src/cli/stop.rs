@@ -4,10 +4,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aot::event::Event;
+use aot::journal::event::Event;
+use aot::model::time::SystemClock;
 use aot::state::Control;
 use aot::store::{self, Store};
-use aot::time::SystemClock;
 use serde_json::json;
 
 use super::{CliError, Context, EXIT_OK};
@@ -25,7 +25,7 @@ pub struct Args {
 
 pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
     if !ctx.state.exists() {
-        return Err(aot::document::ReadError::NotFound(ctx.state.clone()).into());
+        return Err(aot::state::document::ReadError::NotFound(ctx.state.clone()).into());
     }
     let mut store = Store::new(&ctx.state, Arc::new(SystemClock));
     let paths = store.paths().clone();

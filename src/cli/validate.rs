@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use aot::document::{self, ReadError};
+use aot::state::document::{self, ReadError};
 use serde_json::json;
 
 use super::{CliError, Context, EXIT_ERROR, EXIT_OK};

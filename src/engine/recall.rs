@@ -9,12 +9,13 @@ use std::thread::JoinHandle;
 use indexmap::IndexMap;
 
 use super::{Engine, EngineError};
-use crate::directive::{Calibration, Recall, Steer, target};
-use crate::event::Event;
 use crate::ggs::{Decision, MacroState, ReplanRequest};
 use crate::graph::WorkGraph;
+use crate::journal::event::Event;
+use crate::memory::Calibration;
 use crate::memory::{self, Entry, Level, Megram, MemoryFile};
 use crate::state::{AtomId, AtomStatus, Binding, FailureClass};
+use crate::steer::{Recall, Steer, target};
 
 /// Appends memory records on a thread of its own, so a slow or failing disk
 /// never blocks or fails the run. The first error is kept for one report.
@@ -281,7 +282,7 @@ impl Engine<'_> {
 }
 
 /// One Dreamer pass over a memory file: plan, then apply.
-pub fn dream_once(file: &MemoryFile, now: crate::time::Timestamp) -> Result<memory::Dream, memory::MemoryError> {
+pub fn dream_once(file: &MemoryFile, now: crate::model::time::Timestamp) -> Result<memory::Dream, memory::MemoryError> {
     let loaded = file.load()?;
     let mut n = 0u64;
     let plan = memory::dream(&loaded.memory, now, || {

@@ -10,11 +10,11 @@
 use std::collections::HashSet;
 
 use super::{Ended, Engine, EngineError, Finish, first_line, last_lines};
-use crate::directive::{Steer, target};
-use crate::event::Event;
 use crate::ggs::{self, AttemptGap, Decision, FinalResult, MacroState, Mode, Outcome, ReplanRequest, Verdict};
 use crate::graph::{ChoiceOrder, Recovery};
+use crate::journal::event::Event;
 use crate::state::{Atom, AtomId, AtomStatus, Evidence, FailureClass, StopReason, TrailEntry};
+use crate::steer::{Steer, target};
 
 /// The outcome id the base case goes by in a replan request.
 const BASE_CASE: &str = "base_case";

@@ -34,7 +34,7 @@ fn flags_and_atoms_make_an_aligned_file_that_runs() {
         env.path(".aot/state.schema.json").exists(),
         "the schema the modeline names is there"
     );
-    let state = aot::document::read(&env.path("aot.yaml")).unwrap().state;
+    let state = aot::state::document::read(&env.path("aot.yaml")).unwrap().state;
     assert_eq!(
         state.objective.raw_input.as_deref(),
         Some("  make a hi file, pls  "),
@@ -69,7 +69,7 @@ fn a_plan_file_gives_the_graph() {
     let mut args = vec!["align", "--plan", "plan.yaml"];
     args.extend(FLAGS);
     assert_eq!(env.aot(&args).code, 0);
-    let state = aot::document::read(&env.path("aot.yaml")).unwrap().state;
+    let state = aot::state::document::read(&env.path("aot.yaml")).unwrap().state;
     assert_eq!(state.graph.atoms.keys().collect::<Vec<_>>(), ["fetch", "build"]);
 }
 

@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 
-use aot::event::Event;
+use aot::journal::event::Event;
+use aot::model::time::SystemClock;
 use aot::state::{Binding, Control};
 use aot::store::Store;
-use aot::time::SystemClock;
 
 /// Starts this test binary as a child in `mode` on `state`.
 pub fn spawn(mode: &str, state: &std::path::Path, extra: &[(&str, String)]) -> Child {
@@ -79,7 +79,7 @@ fn child_entry() {
                             summary: format!("solved in round {i}"),
                             output_tail: "x".repeat((i % 300) as usize),
                             artifacts: Vec::new(),
-                            at: aot::time::Timestamp::now(),
+                            at: aot::model::time::Timestamp::now(),
                             attempt: 1,
                         },
                     },
@@ -130,7 +130,7 @@ fn child_entry() {
                 let megram = aot::memory::Megram {
                     id: format!("{prefix}-{i}"),
                     level: aot::memory::Level::M,
-                    t: aot::time::Timestamp::now(),
+                    t: aot::model::time::Timestamp::now(),
                     t_recalled: None,
                     space: format!("tool-{}", i % 7),
                     entity: prefix.clone(),

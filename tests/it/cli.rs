@@ -1,8 +1,8 @@
 //! The binary as a user runs it: status, replay, exit codes, help.
 
-use aot::event::Event;
+use aot::journal::event::Event;
+use aot::model::time::Timestamp;
 use aot::state::Binding;
-use aot::time::Timestamp;
 
 use crate::common::{TestEnv, binding, examples, root, run_aot};
 

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
 
+use aot::model::time::{FixedClock, Timestamp};
 use aot::state::Binding;
 use aot::store::Store;
-use aot::time::{FixedClock, Timestamp};
 
 /// The repository root.
 pub fn root() -> PathBuf {

@@ -7,7 +7,9 @@
 
 use std::time::Duration;
 
-use aot::{document, event, journal};
+use aot::journal;
+use aot::journal::event;
+use aot::state::document;
 use rand::{RngExt, SeedableRng};
 
 use crate::child;

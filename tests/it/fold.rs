@@ -1,10 +1,11 @@
 //! Property tests of the fold: the state file is a fold over the journal, no
 //! matter how the events come or where the journal is cut.
 
-use aot::event::{self, Event};
+use aot::journal;
+use aot::journal::event::{self, Event};
+use aot::model::time::Timestamp;
+use aot::state::document;
 use aot::state::*;
-use aot::time::Timestamp;
-use aot::{document, journal};
 use proptest::prelude::*;
 
 use crate::common::TestEnv;

@@ -5,11 +5,12 @@
 use std::io::BufRead;
 use std::process::{Command, Stdio};
 
-use aot::document;
+use aot::ggs::GgsConfig;
 use aot::ggs::{
     self, AttemptGap, Decision, GgsState, MacroState, Mode, Outcome, ReplanRequest, Signals, Verdict, macro_state,
 };
-use aot::state::{FailureClass, GgsConfig, StopReason};
+use aot::state::document;
+use aot::state::{FailureClass, StopReason};
 use proptest::prelude::*;
 
 use crate::common::{TestEnv, run_aot_with};

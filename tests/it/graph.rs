@@ -1,13 +1,13 @@
 //! The work graph's rules, one scenario each: readiness, OR choice through the
 //! ordering hook, contraction, backtracking, exhaustion, and the variant.
 
-use aot::document::{self, Format};
-use aot::event::{self, Event, Record};
 use aot::graph::{ChoiceOrder, FileOrder, Ranked, Recovery, Variant, WorkGraph};
+use aot::journal::event::{self, Event, Record};
+use aot::state::document::{self, Format};
 use aot::state::{AtomStatus, FailureClass, StateFile};
 
 pub use crate::common::binding;
-use aot::time::Timestamp;
+use aot::model::time::Timestamp;
 
 /// A state and its graph, advanced together by events, checking on every
 /// engine transition that the variant strictly decreases and that the

@@ -4,8 +4,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use aot::event::Event;
 use aot::graph::{FileOrder, Recovery};
+use aot::journal::event::Event;
 use aot::state::{Atom, AtomStatus, Constraints, FailureClass, Objective, StateFile};
 use indexmap::IndexMap;
 use proptest::prelude::*;
@@ -64,7 +64,7 @@ pub fn random_state(n: usize, seed: u64, max_retries: u32) -> StateFile {
         ..Objective::default()
     };
     let state = StateFile::new(objective, atoms);
-    aot::document::check(&state, "random").unwrap_or_else(|d| panic!("{}", d.render(false)));
+    aot::state::document::check(&state, "random").unwrap_or_else(|d| panic!("{}", d.render(false)));
     state
 }
 

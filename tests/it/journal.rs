@@ -3,10 +3,10 @@
 
 use std::io::Write;
 
-use aot::event::{Event, Record};
+use aot::journal::event::{Event, Record};
 use aot::journal::{self, Journal, JournalError, TornTail};
+use aot::model::time::{Span, Timestamp};
 use aot::state::*;
-use aot::time::{Span, Timestamp};
 use indexmap::IndexMap;
 
 use crate::common::{TestEnv, root};
@@ -126,9 +126,9 @@ fn one_of_each() -> Vec<Event> {
             decision: Box::new(crate::ggs::sample_decision()),
         },
         Event::Calibrated {
-            calibration: Box::new(aot::directive::Calibration {
+            calibration: Box::new(aot::memory::Calibration {
                 group: "pick".into(),
-                alternatives: vec![aot::directive::Recalled {
+                alternatives: vec![aot::memory::Recalled {
                     alt: "b".into(),
                     space: "git".into(),
                     entity: "b".into(),

@@ -1,10 +1,10 @@
 //! MKCT memory with the real binary: a second task in a folder benefits from
 //! the first, calibration gates, concurrent writers, and the Dreamer.
 
-use aot::document;
-use aot::event::{Event, Record};
+use aot::journal::event::{Event, Record};
 use aot::memory::{Entry, Level, Megram, MemoryFile};
-use aot::time::Timestamp;
+use aot::model::time::Timestamp;
+use aot::state::document;
 
 use crate::child;
 use crate::common::{TestEnv, run_aot_with};
@@ -387,12 +387,12 @@ fn a_speculative_race_leaves_out_what_memory_avoids() {
 }
 
 mod calibration_props {
-    use aot::directive::{Recall, Steer};
     use aot::ggs::GgsState;
     use aot::graph::{ChoiceOrder, WorkGraph};
     use aot::memory::{Action, Entry, Level, Megram, Memory};
+    use aot::model::time::Timestamp;
     use aot::state::{Atom, Objective, StateFile};
-    use aot::time::Timestamp;
+    use aot::steer::{Recall, Steer};
     use indexmap::IndexMap;
     use proptest::prelude::*;
 

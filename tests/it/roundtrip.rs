@@ -1,6 +1,6 @@
 //! Load → save → load gives equal values for every example.
 
-use aot::document;
+use aot::state::document;
 
 use crate::common::{TestEnv, examples};
 

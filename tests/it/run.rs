@@ -2,7 +2,7 @@
 //! reasons and exit codes, the no-inertia rule, the agent worker's prompt,
 //! blockers, and one runner per file.
 
-use aot::document;
+use aot::state::document;
 use aot::state::{AtomStatus, RunStatus, StopReason, TrailEntry};
 
 use crate::common::{TestEnv, examples};

@@ -6,7 +6,7 @@ use crate::common::{examples, root, run_aot};
 #[test]
 fn checked_in_schema_is_current() {
     let checked_in = std::fs::read_to_string(root().join("schema/state.schema.json")).unwrap();
-    let generated = aot::schema::state_schema_text();
+    let generated = aot::state::schema::state_schema_text();
     assert!(
         checked_in == generated,
         "schema/state.schema.json is stale: run `cargo run -q -- schema > schema/state.schema.json`"
@@ -18,7 +18,7 @@ fn checked_in_schema_is_current() {
 
 #[test]
 fn every_example_names_the_schema_and_validates_against_it() {
-    let schema = aot::schema::state_schema();
+    let schema = aot::state::schema::state_schema();
     let validator = jsonschema::validator_for(schema).expect("the schema compiles");
     for example in examples() {
         let text = std::fs::read_to_string(&example).unwrap();
@@ -38,7 +38,7 @@ fn every_example_names_the_schema_and_validates_against_it() {
 
 #[test]
 fn the_schema_rejects_what_validate_rejects() {
-    let validator = jsonschema::validator_for(aot::schema::state_schema()).unwrap();
+    let validator = jsonschema::validator_for(aot::state::schema::state_schema()).unwrap();
     for name in [
         "unknown-fields.yaml",
         "negative-limit.yaml",

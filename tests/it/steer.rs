@@ -1,6 +1,6 @@
 //! Steering a running loop: `aot stop`.
 
-use aot::document;
+use aot::state::document;
 use aot::state::{AtomStatus, StopReason};
 
 use crate::common::TestEnv;

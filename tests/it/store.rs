@@ -1,12 +1,12 @@
 //! The store: journal before save, atomic replace, hand edits merged or set
 //! aside (never overwritten), recovery after a crash, and the two locks.
 
-use aot::document;
-use aot::event::{self, Event};
+use aot::journal::event::{self, Event};
 use aot::journal::{self, Journal};
+use aot::model::time::Timestamp;
+use aot::state::document;
 use aot::state::{AtomStatus, CorrectionKind};
 use aot::store::{self, Committed, Notice, StoreError};
-use aot::time::Timestamp;
 
 use crate::child;
 use crate::common::{TestEnv, binding};

@@ -104,7 +104,9 @@ fn every_example_is_valid() {
 #[test]
 fn json_state_files_are_read_and_checked_like_yaml() {
     let env = TestEnv::new();
-    let example = aot::document::read(&root().join("state/diamond.yaml")).unwrap().state;
+    let example = aot::state::document::read(&root().join("state/diamond.yaml"))
+        .unwrap()
+        .state;
     env.write("diamond.json", &serde_json::to_string_pretty(&example).unwrap());
     let run = env.aot(&["--state", "diamond.json", "validate"]);
     assert_eq!(run.code, 0, "{}", run.transcript());

@@ -7,11 +7,11 @@
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
+use crate::model::time::Timestamp;
 use crate::state::{
     AtomId, AtomStatus, Binding, Control, Correction, CorrectionKind, Evidence, FailureClass, Objective, RunStatus,
     StateFile, StopRecord, TrailEntry, Workers,
 };
-use crate::time::Timestamp;
 
 /// The journal record format version this build writes and reads.
 pub const RECORD_VERSION: u32 = 1;
@@ -126,7 +126,7 @@ pub enum Event {
     /// Memory was consulted before an OR choice (no state change).
     Calibrated {
         /// The potentials of each alternative and the resulting constraints.
-        calibration: Box<crate::directive::Calibration>,
+        calibration: Box<crate::memory::Calibration>,
     },
     /// GGS decided what to do after a failed round.
     GgsDecided {

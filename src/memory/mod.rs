@@ -25,7 +25,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::time::Timestamp;
+use crate::model::time::Timestamp;
+
+mod calibration;
+
+pub use calibration::{Calibration, Recalled};
 
 /// The memory record format version this build writes and reads.
 pub const MEMORY_VERSION: u32 = 1;

@@ -102,7 +102,7 @@ pub fn binding_env(state: &StateFile, atom: &str) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::Timestamp;
+    use crate::model::time::Timestamp;
 
     fn bindings() -> IndexMap<AtomId, Binding> {
         let mut map = IndexMap::new();

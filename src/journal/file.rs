@@ -7,8 +7,8 @@ use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use crate::event::{Event, RECORD_VERSION, Record};
-use crate::time::Timestamp;
+use crate::journal::event::{Event, RECORD_VERSION, Record};
+use crate::model::time::Timestamp;
 
 /// Why the journal could not be read or written.
 #[derive(Debug, thiserror::Error)]

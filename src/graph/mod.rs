@@ -12,13 +12,15 @@
 //!
 //! Pure: no I/O, no clock; events carry no time, the journal stamps them.
 
+pub mod export;
+
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
 use petgraph::Direction;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 
-use crate::event::Event;
+use crate::journal::event::Event;
 use indexmap::IndexMap;
 
 use crate::state::{AtomId, AtomStatus, Binding, FailureClass, StateFile, TrailEntry};

@@ -5,11 +5,11 @@
 //! atom's dependents. Every correction is recorded in `corrections[]`. Pure:
 //! it plans events; the store applies them (exactly once, journal first).
 
-use crate::diag::Diagnostics;
-use crate::event::Event;
 use crate::graph::WorkGraph;
+use crate::journal::event::Event;
+use crate::model::time::{Span, Timestamp};
+use crate::state::diag::Diagnostics;
 use crate::state::{Atom, AtomId, BaseCase, Binding, Correction, CorrectionKind, StateFile, VerifyPolicy};
-use crate::time::{Span, Timestamp};
 
 /// One change asked for by `aot redirect`.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,13 +92,13 @@ pub enum Refused {
 fn with_events(state: &StateFile, events: &[Event], at: Timestamp) -> StateFile {
     let mut after = state.clone();
     for event in events {
-        let record = crate::event::Record {
-            v: crate::event::RECORD_VERSION,
+        let record = crate::journal::event::Record {
+            v: crate::journal::event::RECORD_VERSION,
             seq: after.run.revision,
             at,
             event: event.clone(),
         };
-        crate::event::apply(&mut after, &record);
+        crate::journal::event::apply(&mut after, &record);
     }
     after
 }
@@ -179,7 +179,7 @@ pub fn plan(
             Change::Choose { .. } | Change::Bind { .. } => {}
         }
     }
-    crate::document::check(&next, "the redirected state").map_err(Refused::Graph)?;
+    crate::state::document::check(&next, "the redirected state").map_err(Refused::Graph)?;
 
     let mut events = Vec::new();
     if !next.user_part_eq(state) {

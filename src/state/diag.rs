@@ -48,7 +48,7 @@ impl Diagnostic {
     }
 
     /// Sets the location.
-    pub fn at(mut self, loc: Option<crate::spans::Loc>) -> Self {
+    pub fn at(mut self, loc: Option<crate::state::spans::Loc>) -> Self {
         if let Some(loc) = loc {
             self.line = Some(loc.line);
             self.column = Some(loc.column);

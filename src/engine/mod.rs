@@ -23,15 +23,15 @@ use serde::Serialize;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::contract;
-use crate::event::{Event, Record};
 use crate::graph::WorkGraph;
+use crate::journal::event::{Event, Record};
+use crate::model::time::Clock;
+use crate::state::template;
 use crate::state::{
     Atom, AtomId, AtomStatus, Binding, Evidence, FailureClass, StateFile, StopReason, StopRecord, VerifyPolicy,
 };
 use crate::store::{Store, StoreError};
-use crate::time::Clock;
-use crate::worker::{self, CommandSpec, Exit};
+use crate::workers::command::{self, CommandSpec, Exit};
 
 /// Bytes of output a binding keeps (the end): bindings stand in for solved
 /// atoms in the state file, so 10,000 of them must stay far below the file
@@ -78,7 +78,7 @@ struct Round {
 }
 
 /// The prompt template for agent atoms (`prompts/agent.md`).
-pub const AGENT_PROMPT: &str = include_str!("../prompts/agent.md");
+pub const AGENT_PROMPT: &str = include_str!("../../prompts/agent.md");
 
 /// How a run is configured beyond the state file.
 #[derive(Debug, Clone, Default)]
@@ -306,7 +306,7 @@ fn with_output(what: String, output: &str) -> String {
 }
 
 async fn run_job(job: Job, cancel: CancellationToken) -> (AtomId, JobResult) {
-    let result = worker::run(&job.run, &cancel).await;
+    let result = command::run(&job.run, &cancel).await;
     if result.exit == Exit::Cancelled {
         return (job.atom, JobResult::Cancelled);
     }
@@ -316,7 +316,7 @@ async fn run_job(job: Job, cancel: CancellationToken) -> (AtomId, JobResult) {
         if class == FailureClass::Environmental
             && let Some(probe) = &job.probe
         {
-            let p = worker::run(probe, &cancel).await;
+            let p = command::run(probe, &cancel).await;
             if !p.success() && p.exit != Exit::Cancelled {
                 probe_failed = Some(format!(
                     "probe `{}`: {}",
@@ -337,7 +337,7 @@ async fn run_job(job: Job, cancel: CancellationToken) -> (AtomId, JobResult) {
         );
     }
     for (i, check) in job.checks.iter().enumerate() {
-        let c = worker::run(check, &cancel).await;
+        let c = command::run(check, &cancel).await;
         if c.exit == Exit::Cancelled {
             return (job.atom, JobResult::Cancelled);
         }
@@ -374,7 +374,7 @@ pub struct Engine<'a> {
     cancel: CancellationToken,
     history: HashMap<AtomId, Vec<Reflection>>,
     last_save: Instant,
-    watch: Option<crate::watch::Watch>,
+    watch: Option<crate::store::watch::Watch>,
     /// Cancels the current round only (a redirect); `cancel` ends the run.
     round_cancel: CancellationToken,
     /// The memory as loaded, plus what this run wrote.
@@ -557,7 +557,7 @@ impl<'a> Engine<'a> {
     }
 
     /// Waits for the next change of the watched files (forever, without a watch).
-    async fn next_change(watch: &mut Option<crate::watch::Watch>) -> crate::watch::Changed {
+    async fn next_change(watch: &mut Option<crate::store::watch::Watch>) -> crate::store::watch::Changed {
         match watch {
             Some(w) => match w.changes.recv().await {
                 Some(changed) => changed,
@@ -569,11 +569,11 @@ impl<'a> Engine<'a> {
 
     /// Reacts to a change of the watched files: other processes' journal
     /// records, or a hand edit of the state file.
-    async fn on_change(&mut self, changed: crate::watch::Changed) -> Result<(), EngineError> {
+    async fn on_change(&mut self, changed: crate::store::watch::Changed) -> Result<(), EngineError> {
         match changed {
-            crate::watch::Changed::Journal => self.sync_external(),
-            crate::watch::Changed::State if self.store.disk_is_ours() => Ok(()),
-            crate::watch::Changed::State => self.take_hand_edit().await,
+            crate::store::watch::Changed::Journal => self.sync_external(),
+            crate::store::watch::Changed::State if self.store.disk_is_ours() => Ok(()),
+            crate::store::watch::Changed::State => self.take_hand_edit().await,
         }
     }
 
@@ -673,7 +673,7 @@ impl<'a> Engine<'a> {
         let paths = self.store.paths().clone();
         // Without a watch (an unsupported file system), requests are still seen
         // at the loop's next journal write.
-        self.watch = crate::watch::watch(&paths.state, &paths.journal).ok();
+        self.watch = crate::store::watch::watch(&paths.state, &paths.journal).ok();
         let gaps = alignment_gaps(&self.state);
         if !gaps.is_empty() {
             let message = format!("not aligned; missing: {}", gaps.join("; "));
@@ -851,7 +851,7 @@ impl<'a> Engine<'a> {
         };
         // A long base case (a test suite) must not delay a stop request.
         let token = self.cancel.clone();
-        let command = worker::run(&spec, &token);
+        let command = command::run(&spec, &token);
         tokio::pin!(command);
         let result = loop {
             tokio::select! {
@@ -1187,10 +1187,10 @@ impl<'a> Engine<'a> {
     fn job(&self, atom_id: &str, attempt: u32) -> Job {
         let atom = &self.state.graph.atoms[atom_id];
         let bindings = &self.state.bindings;
-        let render = |text: &str| contract::render(text, bindings).unwrap_or_else(|_| text.to_string());
+        let render = |text: &str| template::render(text, bindings).unwrap_or_else(|_| text.to_string());
         let cwd = atom.cwd.as_ref().map_or_else(|| self.dir.clone(), |c| self.dir.join(c));
         let mut env: Vec<(String, String)> = atom.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        env.extend(contract::binding_env(&self.state, atom_id));
+        env.extend(template::binding_env(&self.state, atom_id));
         env.push(("AOT_ATOM".into(), atom_id.to_string()));
         env.push(("AOT_ATTEMPT".into(), attempt.to_string()));
         env.push(("AOT_STATE".into(), self.store.paths().state.display().to_string()));
@@ -1264,8 +1264,7 @@ impl<'a> Engine<'a> {
                 .collect(),
         );
         let checks = list(atom.check.iter().map(|c| format!("- `{c}`")).collect());
-        let mut avoid =
-            crate::directive::Steer::new(&self.state.graph.atoms, &self.state.run.ggs).blocked_constraints();
+        let mut avoid = crate::steer::Steer::new(&self.state.graph.atoms, &self.state.run.ggs).blocked_constraints();
         avoid.extend(
             self.must_not
                 .iter()

@@ -6,17 +6,23 @@
 //! `run`. Values a user may leave out are `Option`s resolved by accessors, so that
 //! saving a file never adds or drops a line the user did or did not write.
 
+pub mod diag;
+pub mod document;
+pub mod schema;
+pub mod spans;
+pub mod template;
+pub mod validate;
+
 use indexmap::IndexMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::time::{Span, Timestamp};
+use crate::ggs::{GgsConfig, GgsParams};
+use crate::model::time::{Span, Timestamp};
+pub use crate::model::{AtomId, Binding, FailureClass, StopReason};
 
 /// The only state-file format version this build reads and writes.
 pub const FORMAT_VERSION: u32 = 1;
-
-/// An atom's id: the key under `graph.atoms`.
-pub type AtomId = String;
 
 /// A whole state file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -196,102 +202,6 @@ impl Constraints {
     /// Returns the GGS hyper-parameters with every default filled in.
     pub fn ggs(&self) -> GgsConfig {
         self.ggs.clone().unwrap_or_default().resolve()
-    }
-}
-
-/// GGS hyper-parameters as written; unset ones take the Appendix B defaults.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct GgsParams {
-    /// Weight of the distance D in the loss (default 0.6).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub alpha: Option<f64>,
-    /// Weight of the process term P (default 0.3).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub beta: Option<f64>,
-    /// Weight of the budget term Omega (default 0.4).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lambda: Option<f64>,
-    /// Weight of replans in Omega (default 0.6).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub w1: Option<f64>,
-    /// Weight of elapsed time in Omega (default 0.4).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub w2: Option<f64>,
-    /// Plateau threshold on |gradient| (default 0.1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub epsilon: Option<f64>,
-    /// Success threshold on D (default 0.3).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub delta: Option<f64>,
-    /// Logical-failure threshold on P (default 0.5).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rho: Option<f64>,
-    /// Abandon threshold on Omega (default 0.8).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub theta: Option<f64>,
-}
-
-/// GGS hyper-parameters with every value present.
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[allow(missing_docs)]
-pub struct GgsConfig {
-    pub alpha: f64,
-    pub beta: f64,
-    pub lambda: f64,
-    pub w1: f64,
-    pub w2: f64,
-    pub epsilon: f64,
-    pub delta: f64,
-    pub rho: f64,
-    pub theta: f64,
-}
-
-impl Default for GgsConfig {
-    fn default() -> Self {
-        Self {
-            alpha: 0.6,
-            beta: 0.3,
-            lambda: 0.4,
-            w1: 0.6,
-            w2: 0.4,
-            epsilon: 0.1,
-            delta: 0.3,
-            rho: 0.5,
-            theta: 0.8,
-        }
-    }
-}
-
-impl GgsParams {
-    /// Returns each parameter as written, by name.
-    pub fn written(&self) -> [(&'static str, Option<f64>); 9] {
-        [
-            ("alpha", self.alpha),
-            ("beta", self.beta),
-            ("lambda", self.lambda),
-            ("w1", self.w1),
-            ("w2", self.w2),
-            ("epsilon", self.epsilon),
-            ("delta", self.delta),
-            ("rho", self.rho),
-            ("theta", self.theta),
-        ]
-    }
-
-    fn resolve(self) -> GgsConfig {
-        let d = GgsConfig::default();
-        GgsConfig {
-            alpha: self.alpha.unwrap_or(d.alpha),
-            beta: self.beta.unwrap_or(d.beta),
-            lambda: self.lambda.unwrap_or(d.lambda),
-            w1: self.w1.unwrap_or(d.w1),
-            w2: self.w2.unwrap_or(d.w2),
-            epsilon: self.epsilon.unwrap_or(d.epsilon),
-            delta: self.delta.unwrap_or(d.delta),
-            rho: self.rho.unwrap_or(d.rho),
-            theta: self.theta.unwrap_or(d.theta),
-        }
     }
 }
 
@@ -515,34 +425,6 @@ impl Atom {
     }
 }
 
-/// A solved atom's result, standing in for the atom from now on (contraction).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Binding {
-    /// One-line result summary, available to dependents as `{{bindings.ID.summary}}`.
-    pub summary: String,
-    /// The end of the worker's output.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub output_tail: String,
-    /// Files or other artifacts produced.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub artifacts: Vec<String>,
-    /// When the atom was solved.
-    pub at: Timestamp,
-    /// Which attempt solved it (1 = first).
-    pub attempt: u32,
-}
-
-/// Logical (the approach is wrong) or environmental (the world got in the way).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum FailureClass {
-    /// Ran and produced a wrong result.
-    Logical,
-    /// Could not run properly: missing program, timeout, killed, EX_TEMPFAIL.
-    Environmental,
-}
-
 /// One entry of the trail: the history of OR choices and what happened to them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
@@ -593,54 +475,6 @@ pub enum TrailEntry {
         /// What the user changed.
         description: String,
     },
-}
-
-/// Why a run stopped. Each reason has its own exit code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum StopReason {
-    /// The base case holds.
-    Completed,
-    /// `aot stop` (or Ctrl-C).
-    Manual,
-    /// GGS gave up: budget spent or loss diverging.
-    Abandoned,
-    /// No alternative left to try.
-    Exhausted,
-    /// Not aligned, or no graph.
-    Gate,
-    /// Only blocked atoms remain: the user must fix the environment.
-    Blocked,
-    /// `max_iterations` reached.
-    IterationLimit,
-}
-
-impl StopReason {
-    /// Returns the process exit code documented for this reason.
-    pub fn exit_code(self) -> i32 {
-        match self {
-            StopReason::Completed => 0,
-            StopReason::Manual => 3,
-            StopReason::Abandoned => 4,
-            StopReason::Exhausted => 5,
-            StopReason::Gate => 6,
-            StopReason::Blocked => 7,
-            StopReason::IterationLimit => 8,
-        }
-    }
-
-    /// Returns the reason's name as written in the file.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StopReason::Completed => "completed",
-            StopReason::Manual => "manual",
-            StopReason::Abandoned => "abandoned",
-            StopReason::Exhausted => "exhausted",
-            StopReason::Gate => "gate",
-            StopReason::Blocked => "blocked",
-            StopReason::IterationLimit => "iteration_limit",
-        }
-    }
 }
 
 /// Proof that a command ran: what ran, how it ended, and what it printed.

@@ -32,7 +32,11 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::state::{AtomId, FailureClass, GgsConfig};
+mod config;
+
+pub use config::{GgsConfig, GgsParams};
+
+use crate::model::{AtomId, FailureClass};
 
 /// The six macro-states of the decision table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]

@@ -9,10 +9,10 @@ use petgraph::algo::tarjan_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
 use serde_json::{Map, Value};
 
-use crate::diag::{Diagnostic, nearest};
-use crate::spans::{Loc, Node, NodeKind, Scalar};
+use crate::model::time::Span;
+use crate::state::diag::{Diagnostic, nearest};
+use crate::state::spans::{Loc, Node, NodeKind, Scalar};
 use crate::state::{FORMAT_VERSION, StateFile};
-use crate::time::Span;
 
 /// The result of checking a document's shape.
 #[derive(Debug, Default)]
@@ -597,7 +597,7 @@ fn check_templates(state: &StateFile, loc_of: &dyn Fn(&str, &str) -> Option<Loc>
     for (id, atom) in atoms {
         for (name, text) in [("run", &atom.run), ("agent", &atom.agent)] {
             let Some(text) = text else { continue };
-            let refs = crate::contract::references(text);
+            let refs = crate::state::template::references(text);
             if refs.is_empty() {
                 continue;
             }

@@ -9,16 +9,18 @@
 //! fields are merged (and journaled), anything else is refused and the engine's
 //! document is saved aside.
 
+pub mod watch;
+
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::document::{self, Document, Format, ReadError};
-use crate::event::{self, Event, Record};
+use crate::journal::event::{self, Event, Record};
 use crate::journal::{self, Journal, JournalError, TornTail};
+use crate::model::time::Clock;
 use crate::state::StateFile;
-use crate::time::Clock;
+use crate::state::document::{self, Document, Format, ReadError};
 
 /// Where a state file's companions live.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -888,7 +890,7 @@ pub enum DiskEdit {
     /// The file does not parse or validate.
     Invalid {
         /// Every problem.
-        diagnostics: crate::diag::Diagnostics,
+        diagnostics: crate::state::diag::Diagnostics,
         /// The edited bytes' hash.
         hash: u64,
         /// The edited text.
@@ -899,7 +901,7 @@ pub enum DiskEdit {
 enum DiskState {
     Unchanged,
     Changed(Box<Document>),
-    Invalid(crate::diag::Diagnostics),
+    Invalid(crate::state::diag::Diagnostics),
 }
 
 /// Rebuilds the state from the journal alone.

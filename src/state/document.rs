@@ -6,10 +6,10 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use crate::diag::{Diagnostic, Diagnostics};
-use crate::spans::{self, Loc, NodeKind};
 use crate::state::StateFile;
-use crate::validate;
+use crate::state::diag::{Diagnostic, Diagnostics};
+use crate::state::spans::{self, Loc, NodeKind};
+use crate::state::validate;
 
 /// State files larger than this are refused: a hand-written plan is kilobytes,
 /// a 10,000-atom run a few megabytes.
@@ -213,7 +213,7 @@ pub fn parse(label: &str, text: &str, format: Format) -> Result<StateFile, Diagn
             .help("a state file starts with `version: 1`, then `objective:` and `graph:`"),
         ]));
     }
-    let shape = validate::check_shape(&root, crate::schema::state_schema());
+    let shape = validate::check_shape(&root, crate::state::schema::state_schema());
     if !shape.errors.is_empty() {
         // Read what can be read without the unknown keys, so graph problems are
         // reported in the same run rather than after the first fix.

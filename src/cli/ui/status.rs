@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::graph::WorkGraph;
-use crate::state::{AtomStatus, Binding, RunState, StateFile, TrailEntry};
+use aot::graph::WorkGraph;
+use aot::state::{AtomStatus, Binding, RunState, StateFile, TrailEntry};
 
 /// Everything `aot status` shows.
 #[derive(Debug, Clone, Serialize)]
@@ -163,10 +163,10 @@ pub fn render(file: &str, state: &StateFile) -> String {
     );
     let run = report.run;
     let status = match run.status {
-        crate::state::RunStatus::Idle => "idle (never started)".to_string(),
-        crate::state::RunStatus::Running => format!("running, iteration {}", run.iteration),
-        crate::state::RunStatus::Paused => format!("paused after iteration {}", run.iteration),
-        crate::state::RunStatus::Stopped => format!("stopped after iteration {}", run.iteration),
+        aot::state::RunStatus::Idle => "idle (never started)".to_string(),
+        aot::state::RunStatus::Running => format!("running, iteration {}", run.iteration),
+        aot::state::RunStatus::Paused => format!("paused after iteration {}", run.iteration),
+        aot::state::RunStatus::Stopped => format!("stopped after iteration {}", run.iteration),
     };
     let _ = writeln!(out, "  run        {status}, revision {}", run.revision);
     let graph = WorkGraph::new(state);

@@ -1,0 +1,9 @@
+//! The event journal: every transition of a state file as a domain event, the
+//! fold that turns events into state, and the append-only JSONL file that
+//! keeps them (`<state>.journal.jsonl`).
+
+pub mod event;
+mod file;
+
+pub use event::{Event, Record};
+pub use file::{Contents, Journal, JournalError, TornTail, path_for, read};
