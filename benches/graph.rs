@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use aot::graph::{FileOrder, Recovery, WorkGraph};
 use aot::journal::event::{self, Event, Record};
+use aot::model::AtomId;
 use aot::model::time::Timestamp;
 use aot::state::{Atom, Binding, FailureClass, Objective, StateFile};
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -29,18 +30,18 @@ impl Rng {
 
 /// 100,000 atoms; each depends on up to three atoms among the 1,000 before it.
 /// Every 97th position is an OR over two fresh alternatives whose first one fails.
-fn big_graph() -> (StateFile, Vec<String>) {
+fn big_graph() -> (StateFile, Vec<AtomId>) {
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let mut atoms = IndexMap::with_capacity(ATOMS);
     let mut doomed = Vec::new();
     let mut i = 0;
     while atoms.len() < ATOMS {
         if i % 97 == 96 && doomed.len() < ORS {
-            let (bad, good) = (format!("a{i}-bad"), format!("a{i}-good"));
+            let (bad, good) = (AtomId::from(format!("a{i}-bad")), AtomId::from(format!("a{i}-good")));
             atoms.insert(bad.clone(), Atom::command("false"));
             atoms.insert(good.clone(), Atom::command("true"));
             atoms.insert(
-                format!("a{i}"),
+                AtomId::from(format!("a{i}")),
                 Atom {
                     or: Some(vec![bad.clone(), good]),
                     ..Atom::default()
@@ -52,13 +53,13 @@ fn big_graph() -> (StateFile, Vec<String>) {
             if i > 0 {
                 for _ in 0..=rng.below(3) {
                     let j = i - 1 - rng.below(i.min(1000));
-                    let dep = format!("a{j}");
-                    if atoms.contains_key(&dep) && !atom.deps.contains(&dep) {
+                    let dep = AtomId::from(format!("a{j}"));
+                    if atoms.contains_key(dep.as_str()) && !atom.deps.contains(&dep) {
                         atom.deps.push(dep);
                     }
                 }
             }
-            atoms.insert(format!("a{i}"), atom);
+            atoms.insert(AtomId::from(format!("a{i}")), atom);
         }
         i += 1;
     }
@@ -66,7 +67,7 @@ fn big_graph() -> (StateFile, Vec<String>) {
 }
 
 /// Drives the graph to the end; returns (events, backtracks).
-fn drive(mut state: StateFile, doomed: &std::collections::HashSet<String>) -> (u64, u64) {
+fn drive(mut state: StateFile, doomed: &std::collections::HashSet<AtomId>) -> (u64, u64) {
     let mut graph = WorkGraph::new(&state);
     let mut seq = 0u64;
     let mut backtracks = 0u64;
@@ -97,7 +98,7 @@ fn drive(mut state: StateFile, doomed: &std::collections::HashSet<String>) -> (u
             apply(&mut state, &mut graph, events);
             continue;
         }
-        let next = graph.ready().next().map(String::from);
+        let next = graph.ready().next().map(AtomId::from);
         let Some(atom) = next else { break };
         apply(
             &mut state,
@@ -111,7 +112,7 @@ fn drive(mut state: StateFile, doomed: &std::collections::HashSet<String>) -> (u
             let failed = Event::AtomFailed {
                 atom: atom.clone(),
                 class: FailureClass::Logical,
-                criterion: "run".into(),
+                criterion: "run".parse().unwrap(),
                 message: "exit 1".into(),
             };
             apply(&mut state, &mut graph, vec![failed]);
@@ -133,7 +134,7 @@ fn drive(mut state: StateFile, doomed: &std::collections::HashSet<String>) -> (u
 
 fn bench(c: &mut Criterion) {
     let (state, doomed) = big_graph();
-    let doomed: std::collections::HashSet<String> = doomed.into_iter().collect();
+    let doomed: std::collections::HashSet<AtomId> = doomed.into_iter().collect();
     let start = Instant::now();
     let (events, backtracks) = drive(state.clone(), &doomed);
     eprintln!(

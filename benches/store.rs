@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use aot::journal::Journal;
 use aot::journal::event::Event;
+use aot::model::AtomId;
 use aot::model::time::{SystemClock, Timestamp};
 use aot::state::document::{self, Format};
 use aot::state::{Atom, AtomStatus, Binding, Objective, StateFile};
@@ -21,10 +22,13 @@ fn big_state(n: usize) -> StateFile {
     let mut atoms = IndexMap::new();
     let mut bindings = IndexMap::new();
     for i in 0..n {
-        let id = format!("atom-{i:05}");
+        let id = AtomId::from(format!("atom-{i:05}"));
         let mut atom = if i % 10 == 0 && i + 2 < n {
             Atom {
-                or: Some(vec![format!("atom-{:05}", i + 1), format!("atom-{:05}", i + 2)]),
+                or: Some(vec![
+                    format!("atom-{:05}", i + 1).into(),
+                    format!("atom-{:05}", i + 2).into(),
+                ]),
                 ..Atom::default()
             }
         } else {
@@ -33,7 +37,7 @@ fn big_state(n: usize) -> StateFile {
         if atom.or.is_none() {
             atom.deps = (1..=3)
                 .filter(|d| i >= 10 * d)
-                .map(|d| format!("atom-{:05}", i - 10 * d + 3))
+                .map(|d| AtomId::from(format!("atom-{:05}", i - 10 * d + 3)))
                 .collect();
             atom.check = vec![format!("test -f out/{i}.o")];
             if i % 2 == 0 {
@@ -112,7 +116,7 @@ fn journal_append(c: &mut Criterion) {
                 || {
                     (0..batch)
                         .map(|i| Event::AtomStarted {
-                            atom: format!("atom-{i:05}"),
+                            atom: format!("atom-{i:05}").into(),
                             attempt: 1,
                         })
                         .collect::<Vec<_>>()

@@ -67,7 +67,7 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
         return Err(CliError::new(format!("{} already exists", ctx.label()))
             .hint("edit it, or pass --force to replace it with a new alignment"));
     }
-    let mut atoms: IndexMap<String, Atom> = IndexMap::new();
+    let mut atoms: IndexMap<aot::model::AtomId, Atom> = IndexMap::new();
     if let Some(plan) = &args.plan {
         atoms = document::read_plan(plan)?.atoms;
     }
@@ -78,10 +78,10 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
             )));
         };
         let id = id.trim().to_string();
-        if atoms.contains_key(&id) {
+        if atoms.contains_key(id.as_str()) {
             return Err(CliError::new(format!("atom `{id}` is given twice")));
         }
-        atoms.insert(id, Atom::command(command.trim()));
+        atoms.insert(id.into(), Atom::command(command.trim()));
     }
     let interactive = std::io::stdin().is_terminal();
     let raw_input = args
@@ -104,7 +104,7 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
         while let Some(line) = ask("  atom") {
             match line.split_once('=') {
                 Some((id, command)) => {
-                    atoms.insert(id.trim().to_string(), Atom::command(command.trim()));
+                    atoms.insert(id.trim().into(), Atom::command(command.trim()));
                 }
                 None => eprintln!("  expected ID=CMD"),
             }

@@ -4,6 +4,7 @@
 //! picks it up at once.
 
 use aot::correct::{self, Change, Refused};
+use aot::model::AtomId;
 use aot::state::CorrectionKind;
 use aot::store::{self, Store};
 use serde_json::json;
@@ -59,20 +60,24 @@ fn changes(args: &Args) -> Result<Vec<Change>, CliError> {
     for spec in &args.add_atoms {
         let (id, run) = pair("--add-atom", spec)?;
         out.push(Change::AddAtom {
-            id,
+            id: id.into(),
             run,
             deps: args
                 .deps
                 .iter()
-                .map(|d| d.trim().to_string())
+                .map(|d| d.trim())
                 .filter(|d| !d.is_empty())
+                .map(AtomId::from)
                 .collect(),
         });
     }
-    out.extend(args.remove_atoms.iter().map(|id| Change::RemoveAtom(id.clone())));
+    out.extend(args.remove_atoms.iter().map(|id| Change::RemoveAtom(id.into())));
     for spec in &args.choose {
         let (group, alt) = pair("--choose", spec)?;
-        out.push(Change::Choose { group, alt });
+        out.push(Change::Choose {
+            group: group.into(),
+            alt: alt.into(),
+        });
     }
     for spec in &args.set {
         let (key, value) = pair("--set", spec)?;
@@ -80,7 +85,10 @@ fn changes(args: &Args) -> Result<Vec<Change>, CliError> {
     }
     for spec in &args.bind {
         let (atom, summary) = pair("--bind", spec)?;
-        out.push(Change::Bind { atom, summary });
+        out.push(Change::Bind {
+            atom: atom.into(),
+            summary,
+        });
     }
     Ok(out)
 }

@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::graph::WorkGraph;
 use crate::journal::event::{Event, Record};
+use crate::model::Criterion;
 use crate::model::time::Clock;
 use crate::state::template;
 use crate::state::{
@@ -63,7 +64,7 @@ pub use recall::dream_once;
 #[derive(Debug, Clone)]
 enum Finish {
     Solved,
-    Failed { class: FailureClass, criterion: String },
+    Failed { class: FailureClass, criterion: Criterion },
 }
 
 /// What a round did.
@@ -167,7 +168,7 @@ pub struct CorrectionSignal {
     /// The attempt about to run.
     pub attempt: u32,
     /// The criterion that failed last time.
-    pub failed_criterion: String,
+    pub failed_criterion: Criterion,
     /// Logical or environmental.
     pub class: FailureClass,
     /// What was wrong, from the tool's output.
@@ -182,7 +183,7 @@ pub struct Reflection {
     /// The attempt.
     pub attempt: u32,
     /// The criterion that failed.
-    pub criterion: String,
+    pub criterion: Criterion,
     /// Logical or environmental.
     pub class: FailureClass,
     /// What went wrong.
@@ -208,7 +209,7 @@ enum JobResult {
     },
     Failed {
         class: FailureClass,
-        criterion: String,
+        criterion: Criterion,
         message: String,
         probe_failed: Option<String>,
     },
@@ -330,7 +331,7 @@ async fn run_job(job: Job, cancel: CancellationToken) -> (AtomId, JobResult) {
             job.atom,
             JobResult::Failed {
                 class,
-                criterion: "run".to_string(),
+                criterion: Criterion::Run,
                 message,
                 probe_failed,
             },
@@ -346,7 +347,10 @@ async fn run_job(job: Job, cancel: CancellationToken) -> (AtomId, JobResult) {
                 job.atom,
                 JobResult::Failed {
                     class: FailureClass::Logical,
-                    criterion: format!("check[{i}]: {}", check.command),
+                    criterion: Criterion::Check {
+                        index: i,
+                        command: check.command.clone(),
+                    },
                     message: with_output(describe(&c.exit), &c.output),
                     probe_failed: None,
                 },
@@ -783,7 +787,7 @@ impl<'a> Engine<'a> {
                 return self.stop_manual();
             }
             if self.graph.ready().next().is_none() && self.graph.choice_points().next().is_none() {
-                let blocked: Vec<String> = self
+                let blocked: Vec<AtomId> = self
                     .state
                     .graph
                     .atoms
@@ -939,7 +943,7 @@ impl<'a> Engine<'a> {
                 let racing: HashSet<AtomId> = races.keys().cloned().collect();
                 self.make_choices(&mut failures, &mut finished, &racing)?;
                 while in_flight.len() < parallel && failures.is_empty() {
-                    let next = self.graph.ready().find(|id| !in_flight.contains(*id)).map(String::from);
+                    let next = self.graph.ready().find(|id| !in_flight.contains(*id)).map(AtomId::from);
                     let Some(atom) = next else { break };
                     let attempt = self.state.graph.atoms[&atom].attempts + 1;
                     self.record(vec![Event::AtomStarted {
@@ -994,7 +998,7 @@ impl<'a> Engine<'a> {
                             .untried(&group)
                             .into_iter()
                             .filter(|a| *a != atom)
-                            .map(String::from)
+                            .map(AtomId::from)
                             .collect();
                         for (other, token) in &racers {
                             if *other != atom {
@@ -1105,7 +1109,7 @@ impl<'a> Engine<'a> {
                 .graph
                 .choice_points()
                 .find(|g| !racing.contains(*g))
-                .map(String::from);
+                .map(AtomId::from);
             let Some(group) = next else { return Ok(()) };
             let (events, refused) = self.steered(None, |graph, steer, bindings| {
                 let events = graph.choose(&group, steer, bindings);
@@ -1129,7 +1133,7 @@ impl<'a> Engine<'a> {
                 self.record(vec![Event::AtomFailed {
                     atom: group.clone(),
                     class: FailureClass::Logical,
-                    criterion: "or".into(),
+                    criterion: Criterion::Or,
                     message,
                 }])?;
                 failures.push((group.clone(), FailureClass::Logical));
@@ -1137,7 +1141,7 @@ impl<'a> Engine<'a> {
                     group,
                     Finish::Failed {
                         class: FailureClass::Logical,
-                        criterion: "or".into(),
+                        criterion: Criterion::Or,
                     },
                 ));
                 return Ok(());
@@ -1151,7 +1155,7 @@ impl<'a> Engine<'a> {
         self.graph
             .choice_points()
             .filter(|g| self.state.graph.atoms.get(*g).is_some_and(|a| a.speculative))
-            .map(String::from)
+            .map(AtomId::from)
             .collect()
     }
 
@@ -1169,7 +1173,7 @@ impl<'a> Engine<'a> {
         let atoms = &self.state.graph.atoms;
         let tool = atoms.get(atom).and_then(Atom::tool);
         let mut out = Vec::new();
-        let mut frontier = vec![atom.to_string()];
+        let mut frontier = vec![AtomId::from(atom)];
         let mut seen = HashSet::new();
         while let Some(current) = frontier.pop() {
             for (id, a) in atoms {
@@ -1197,7 +1201,7 @@ impl<'a> Engine<'a> {
         let history = self.history.get(atom_id).cloned().unwrap_or_default();
         if let Some(last) = history.last() {
             let signal = CorrectionSignal {
-                atom: atom_id.to_string(),
+                atom: atom_id.into(),
                 attempt,
                 failed_criterion: last.criterion.clone(),
                 class: last.class,
@@ -1226,7 +1230,7 @@ impl<'a> Engine<'a> {
             (None, None) => spec("true".into(), None),
         };
         Job {
-            atom: atom_id.to_string(),
+            atom: atom_id.into(),
             run,
             checks: atom.check.iter().map(|c| spec(render(c), None)).collect(),
             probe: atom.probe.as_ref().map(|p| spec(render(p), None)),

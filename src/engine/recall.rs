@@ -220,9 +220,10 @@ impl Engine<'_> {
                 Some(FailureClass::Environmental) => ("change_path", "dead end, tool unharmed"),
                 _ => ("change_approach", "anti-pattern"),
             };
+            let Some(atom) = &outcome.atom else { continue };
             let content = format!(
-                "`{}` failed {} ({meaning}) in round {} ({})",
-                outcome.atom, failed.criterion, decision.round, decision.directive
+                "`{atom}` failed {} ({meaning}) in round {} ({})",
+                failed.criterion, decision.round, decision.directive
             );
             entries.extend(self.megram(tool, target, decision.directive.as_str(), row, content));
         }

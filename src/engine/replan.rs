@@ -10,14 +10,12 @@
 use std::collections::HashSet;
 
 use super::{Ended, Engine, EngineError, Finish, first_line, last_lines};
-use crate::ggs::{self, AttemptGap, Decision, FinalResult, MacroState, Mode, Outcome, ReplanRequest, Verdict};
+use crate::ggs::{self, AttemptGap, Decision, FinalResult, MacroState, Outcome, ReplanRequest, Verdict};
 use crate::graph::{ChoiceOrder, Recovery};
 use crate::journal::event::Event;
+use crate::model::Criterion;
 use crate::state::{Atom, AtomId, AtomStatus, Evidence, FailureClass, StopReason, TrailEntry};
 use crate::steer::{Steer, target};
-
-/// The outcome id the base case goes by in a replan request.
-const BASE_CASE: &str = "base_case";
 
 /// Summaries an abandon's FinalResult lists.
 const PARTIAL_MAX: usize = 100;
@@ -62,19 +60,14 @@ impl Engine<'_> {
     fn outcome(&self, id: &str, finish: &Finish) -> Outcome {
         let atoms = &self.state.graph.atoms;
         let atom = atoms.get(id);
-        let criteria: Vec<String> = match atom {
-            Some(a) if a.or.is_some() => vec!["or".to_string()],
-            Some(a) => std::iter::once("run".to_string())
-                .chain(a.check.iter().enumerate().map(|(i, c)| format!("check[{i}]: {c}")))
-                .collect(),
-            None => vec!["run".to_string()],
-        };
+        // Only criteria a validator judged count: plausible ones need an LLM validator.
+        let mut criteria = atom.map_or_else(|| vec![Criterion::Run], Atom::criteria);
+        criteria.retain(Criterion::is_verifiable);
         let verdicts = match finish {
             Finish::Solved => criteria
                 .into_iter()
                 .map(|criterion| Verdict {
                     criterion,
-                    mode: Mode::Verifiable,
                     passed: true,
                     class: None,
                 })
@@ -88,13 +81,11 @@ impl Engine<'_> {
                     .iter()
                     .map(|c| Verdict {
                         criterion: c.clone(),
-                        mode: Mode::Verifiable,
                         passed: true,
                         class: None,
                     })
                     .chain(std::iter::once(Verdict {
                         criterion: criterion.clone(),
-                        mode: Mode::Verifiable,
                         passed: false,
                         class: Some(*class),
                     }))
@@ -119,7 +110,7 @@ impl Engine<'_> {
             Finish::Solved => Vec::new(),
         };
         Outcome {
-            atom: id.to_string(),
+            atom: Some(id.into()),
             tool: atom
                 .and_then(Atom::tool)
                 .filter(|_| atom.is_some_and(|a| a.or.is_none())),
@@ -138,13 +129,15 @@ impl Engine<'_> {
     fn tools_tried_under(&self, id: &str) -> Vec<String> {
         let atoms = &self.state.graph.atoms;
         let mut seen = HashSet::new();
-        let mut stack = vec![id.to_string()];
+        let mut stack = vec![AtomId::from(id)];
         let mut tools = Vec::new();
         while let Some(current) = stack.pop() {
             if !seen.insert(current.clone()) {
                 continue;
             }
-            let Some(atom) = atoms.get(&current) else { continue };
+            let Some(atom) = atoms.get(current.as_str()) else {
+                continue;
+            };
             if atom.status == AtomStatus::Solved {
                 continue;
             }
@@ -167,13 +160,14 @@ impl Engine<'_> {
             _ => FailureClass::Environmental,
         };
         Outcome {
-            atom: BASE_CASE.to_string(),
+            atom: None,
             tool: None,
             target: None,
             solved: false,
             verdicts: vec![Verdict {
-                criterion: evidence.command.clone(),
-                mode: Mode::Verifiable,
+                criterion: Criterion::BaseCase {
+                    command: evidence.command.clone(),
+                },
                 passed: false,
                 class: Some(class),
             }],
@@ -190,7 +184,7 @@ impl Engine<'_> {
             .selected_failures()
             .map(|id| {
                 let class = self.failure_of(id).map_or(FailureClass::Logical, |f| f.0);
-                (id.to_string(), class)
+                (AtomId::from(id), class)
             })
             .collect()
     }
@@ -213,7 +207,7 @@ impl Engine<'_> {
         let mut outcomes: Vec<Outcome> = finished.iter().map(|(id, f)| self.outcome(id, f)).collect();
         for (atom, class) in &failures {
             if !finished.iter().any(|(id, _)| id == atom) {
-                let criterion = self.failure_of(atom).map_or("run", |f| f.1).to_string();
+                let criterion = self.failure_of(atom).map_or(Criterion::Run, |f| f.1.clone());
                 outcomes.push(self.outcome(
                     atom,
                     &Finish::Failed {
@@ -309,7 +303,7 @@ impl Engine<'_> {
             .graph
             .choice_groups()
             .filter(|g| self.graph.is_selected(g))
-            .filter_map(|g| Some((g.to_string(), atoms.get(g)?.chosen.clone()?)))
+            .filter_map(|g| Some((AtomId::from(g), atoms.get(g)?.chosen.clone()?)))
             .filter(|(_, chosen)| {
                 let plan = self.graph.plan(chosen);
                 let untouched = plan.iter().all(|id| {
@@ -328,7 +322,7 @@ impl Engine<'_> {
     }
 
     /// An atom's last failure in the trail: class, criterion, message.
-    pub(super) fn failure_of(&self, id: &str) -> Option<(FailureClass, &str, &str)> {
+    pub(super) fn failure_of(&self, id: &str) -> Option<(FailureClass, &Criterion, &str)> {
         self.state.trail.iter().rev().find_map(|t| match t {
             TrailEntry::Failure {
                 atom,
@@ -336,7 +330,7 @@ impl Engine<'_> {
                 criterion,
                 message,
                 ..
-            } if atom == id => Some((*class, criterion.as_str(), message.as_str())),
+            } if atom == id => Some((*class, criterion, message.as_str())),
             _ => None,
         })
     }
@@ -389,7 +383,6 @@ impl Engine<'_> {
         let failures = decision
             .failed
             .iter()
-            .filter(|atom| *atom != BASE_CASE)
             .map(|atom| {
                 let (criterion, message) = self
                     .failure_of(atom)
@@ -412,10 +405,10 @@ impl Engine<'_> {
                     .collect();
                 let refused = candidates
                     .iter()
-                    .filter_map(|c| steer.refusal(&self.graph, c).map(|why| (c.to_string(), why)))
+                    .filter_map(|c| steer.refusal(&self.graph, c).map(|why| (AtomId::from(*c), why)))
                     .collect();
                 ggs::Untried {
-                    group: group.to_string(),
+                    group: group.into(),
                     usable,
                     refused,
                 }

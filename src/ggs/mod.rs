@@ -36,7 +36,7 @@ mod config;
 
 pub use config::{GgsConfig, GgsParams};
 
-use crate::model::{AtomId, FailureClass};
+use crate::model::{AtomId, Criterion, FailureClass};
 
 /// The six macro-states of the decision table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -125,25 +125,11 @@ impl Gradient {
     }
 }
 
-/// How a criterion is judged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    /// A command: exit 0 passes.
-    #[default]
-    Verifiable,
-    /// Judged (by an LLM): weighed by how consistently it failed.
-    Plausible,
-}
-
 /// One criterion's verdict in the round.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Verdict {
-    /// The criterion (`run`, `check[0]: cargo test`, `base_case`).
-    pub criterion: String,
-    /// Verifiable or plausible.
-    #[serde(default)]
-    pub mode: Mode,
+    /// The criterion: verifiable (a command decided it) or plausible (judged).
+    pub criterion: Criterion,
     /// Whether it passed.
     pub passed: bool,
     /// Why it failed, when it did.
@@ -157,7 +143,7 @@ pub struct AttemptGap {
     /// The attempt.
     pub attempt: u32,
     /// The criterion that failed in it.
-    pub criterion: String,
+    pub criterion: Criterion,
     /// Why.
     pub class: FailureClass,
 }
@@ -165,8 +151,8 @@ pub struct AttemptGap {
 /// What one atom that finished in the round did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Outcome {
-    /// The atom (`base_case` for the base case).
-    pub atom: AtomId,
+    /// The atom; `None` for the task's base case.
+    pub atom: Option<AtomId>,
     /// Its tool label, if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
@@ -189,15 +175,22 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// Returns `atom: criterion`, or the criterion alone for the base case.
+    fn describe(&self, criterion: &Criterion) -> String {
+        match &self.atom {
+            Some(atom) => format!("{atom}: {criterion}"),
+            None => criterion.to_string(),
+        }
+    }
+
     fn failed(&self) -> impl Iterator<Item = &Verdict> {
         self.verdicts.iter().filter(|v| !v.passed)
     }
 
     /// Returns the weight of a failed criterion: 1 if verifiable, k/N if plausible.
     fn weight(&self, verdict: &Verdict) -> f64 {
-        match verdict.mode {
-            Mode::Verifiable => 1.0,
-            Mode::Plausible => {
+        match verdict.criterion {
+            Criterion::Plausible { .. } => {
                 let n = self.attempts.max(self.trajectory.len() as u32);
                 let k = self
                     .trajectory
@@ -206,6 +199,7 @@ impl Outcome {
                     .count() as f64;
                 if n == 0 { 1.0 } else { (k / f64::from(n)).min(1.0) }
             }
+            _ => 1.0,
         }
     }
 }
@@ -277,6 +271,9 @@ pub struct Decision {
     /// The failed atoms of the round.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed: Vec<AtomId>,
+    /// Whether the base case failed with every selected atom solved.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub base_case_failed: bool,
     /// The failed criterion driving D (`atom: criterion`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed_criterion: Option<String>,
@@ -503,7 +500,7 @@ pub fn decide(request: &ReplanRequest, state: &GgsState, c: &GgsConfig) -> Decis
             let w = o.weight(v);
             match best {
                 Some((bw, _)) if bw >= w => best,
-                _ => Some((w, format!("{}: {}", o.atom, v.criterion))),
+                _ => Some((w, o.describe(&v.criterion))),
             }
         })
         .map(|(_, name)| name);
@@ -523,7 +520,8 @@ pub fn decide(request: &ReplanRequest, state: &GgsState, c: &GgsConfig) -> Decis
         directive,
         law2,
         worsening,
-        failed: failed_outcomes.iter().map(|o| o.atom.clone()).collect(),
+        failed: failed_outcomes.iter().filter_map(|o| o.atom.clone()).collect(),
+        base_case_failed: failed_outcomes.iter().any(|o| o.atom.is_none()),
         failed_criterion,
         failure_class,
         blocked_tools: blocked_tools.into_iter().collect(),
@@ -962,7 +960,7 @@ mod tests {
 
     fn outcome(atom: &str, tool: &str, verdicts: &[(bool, FailureClass)]) -> Outcome {
         Outcome {
-            atom: atom.into(),
+            atom: Some(atom.into()),
             tool: Some(tool.into()),
             target: Some(format!("{atom}-target")),
             solved: verdicts.iter().all(|(passed, _)| *passed),
@@ -971,11 +969,13 @@ mod tests {
                 .enumerate()
                 .map(|(i, (passed, class))| Verdict {
                     criterion: if i == 0 {
-                        "run".into()
+                        Criterion::Run
                     } else {
-                        format!("check[{}]", i - 1)
+                        Criterion::Check {
+                            index: i - 1,
+                            command: format!("check {}", i - 1),
+                        }
                     },
-                    mode: Mode::Verifiable,
                     passed: *passed,
                     class: (!passed).then_some(*class),
                 })
@@ -1009,7 +1009,7 @@ mod tests {
         assert_eq!(d.loss.p, 1.0);
         assert_eq!(d.directive, MacroState::BreakSymmetry);
         assert_eq!(d.blocked_tools, vec!["sed".to_string()]);
-        assert_eq!(d.failed_criterion.as_deref(), Some("a: check[0]"));
+        assert_eq!(d.failed_criterion.as_deref(), Some("a: check[0]: check 0"));
         assert_eq!(d.failure_class, Some(FailureMix::Logical));
         assert_eq!(d.round, 1);
         assert_eq!(d.line(), "D=0.50 P=1.00 ∇L=+0.00 → Ω=0% → break_symmetry");
@@ -1082,15 +1082,19 @@ mod tests {
     #[test]
     fn mixed_failures_and_plausible_weights() {
         let mut o = outcome("a", "llm", &[(true, L), (false, L)]);
-        o.verdicts[1].mode = Mode::Plausible;
+        let judged = Criterion::Plausible {
+            index: 0,
+            text: "reads well".into(),
+        };
+        o.verdicts[1].criterion = judged.clone();
         o.attempts = 4;
         o.trajectory = (1..=4)
             .map(|attempt| AttemptGap {
                 attempt,
                 criterion: if attempt % 2 == 0 {
-                    "check[0]".into()
+                    judged.clone()
                 } else {
-                    "run".into()
+                    Criterion::Run
                 },
                 class: L,
             })

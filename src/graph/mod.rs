@@ -69,7 +69,7 @@ impl ChoiceOrder for FileOrder {
             .enumerate()
             .map(|(i, id)| Ranked {
                 last_resort: false,
-                id: id.to_string(),
+                id: AtomId::from(*id),
                 reason: if i == 0 {
                     "first untried alternative in file order".to_string()
                 } else {
@@ -594,7 +594,7 @@ impl WorkGraph {
         };
         let remaining = ranked.iter().skip(1).map(|r| r.id.clone()).collect();
         let mut events = vec![Event::OrChosen {
-            group: group.to_string(),
+            group: group.into(),
             chosen: best.id.clone(),
             remaining,
             reason: best.reason.clone(),
@@ -623,14 +623,14 @@ impl WorkGraph {
         let mut events = match self.chosen[g.index()] {
             Some(from) if from == to => return Some(Vec::new()),
             Some(from) => vec![Event::Backtracked {
-                group: group.to_string(),
-                from: self.id(from).to_string(),
-                to: alt.to_string(),
+                group: group.into(),
+                from: self.id(from).into(),
+                to: alt.into(),
                 reset: self.switch_plan(g, from, to, &HashSet::new()).reset,
             }],
             None => vec![Event::OrChosen {
-                group: group.to_string(),
-                chosen: alt.to_string(),
+                group: group.into(),
+                chosen: alt.into(),
                 remaining: Vec::new(),
                 reason: "chosen by the user".to_string(),
             }],
@@ -664,7 +664,7 @@ impl WorkGraph {
             }
         }
         out.sort();
-        out.into_iter().map(|v| self.id(v).to_string()).collect()
+        out.into_iter().map(|v| AtomId::from(self.id(v))).collect()
     }
 
     /// Plans the contraction of a solved atom: its binding, and the same binding
@@ -692,7 +692,7 @@ impl WorkGraph {
         let mut current = Some(start);
         while let Some(v) = current {
             events.push(Event::AtomSolved {
-                atom: self.id(v).to_string(),
+                atom: self.id(v).into(),
                 binding: binding.clone(),
             });
             // An OR atom already closed (pruned or failed on an abandoned branch)
@@ -722,7 +722,7 @@ impl WorkGraph {
         let mut tried_report = Vec::new();
         let Some(start) = self.node(atom) else {
             return Recovery::Exhausted {
-                atom: atom.to_string(),
+                atom: atom.into(),
                 tried: tried_report,
                 events,
             };
@@ -748,8 +748,8 @@ impl WorkGraph {
                     let plan = self.switch_plan(g, v, to, &failing);
                     if plan.dropped.contains(&start) {
                         events.push(Event::Backtracked {
-                            group: group.to_string(),
-                            from: self.id(v).to_string(),
+                            group: group.into(),
+                            from: self.id(v).into(),
                             to: best.id.clone(),
                             reset: plan.reset,
                         });
@@ -789,9 +789,9 @@ impl WorkGraph {
                     if is_open(self.status[g.index()]) {
                         failing.insert(g);
                         events.push(Event::AtomFailed {
-                            atom: group.to_string(),
+                            atom: group.into(),
                             class,
-                            criterion: "or".to_string(),
+                            criterion: crate::model::Criterion::Or,
                             message,
                         });
                     }
@@ -805,7 +805,7 @@ impl WorkGraph {
             }
         }
         Recovery::Exhausted {
-            atom: atom.to_string(),
+            atom: atom.into(),
             tried: tried_report,
             events,
         }
@@ -861,7 +861,7 @@ impl WorkGraph {
                 matches!(self.status[i], AtomStatus::Solved | AtomStatus::Running)
                     || (self.status[i] == AtomStatus::Pending && (self.attempts[i] > 0 || self.chosen[i].is_some()))
             })
-            .map(|v| self.id(v).to_string())
+            .map(|v| AtomId::from(self.id(v)))
             .collect();
         SwitchPlan {
             dropped: dropped.into_iter().collect(),

@@ -90,7 +90,7 @@ pub enum Event {
         /// Logical or environmental.
         class: FailureClass,
         /// The criterion that failed.
-        criterion: String,
+        criterion: crate::model::Criterion,
         /// What went wrong.
         message: String,
     },
@@ -107,7 +107,7 @@ pub enum Event {
         /// Logical or environmental.
         class: FailureClass,
         /// The criterion that failed.
-        criterion: String,
+        criterion: crate::model::Criterion,
         /// What went wrong.
         message: String,
     },

@@ -1,15 +1,17 @@
 //! The leaf types every layer speaks: atom ids, criteria, failure classes, stop
 //! reasons, bindings, and time. Nothing here depends on another module.
 
+mod criterion;
+mod id;
 pub mod time;
+
+pub use criterion::Criterion;
+pub use id::AtomId;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use self::time::Timestamp;
-
-/// An atom's id: the key under `graph.atoms`.
-pub type AtomId = String;
 
 /// Logical (the approach is wrong) or environmental (the world got in the way).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]

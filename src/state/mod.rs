@@ -18,6 +18,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::ggs::{GgsConfig, GgsParams};
+use crate::model::Criterion;
 use crate::model::time::{Span, Timestamp};
 pub use crate::model::{AtomId, Binding, FailureClass, StopReason};
 
@@ -405,6 +406,27 @@ impl Atom {
         self.status != other.status || self.attempts != other.attempts || self.chosen != other.chosen
     }
 
+    /// Returns the criteria the atom is judged by, in order: an OR atom's one
+    /// criterion, else its action, its checks, and its plausible criteria.
+    pub fn criteria(&self) -> Vec<Criterion> {
+        if self.or.is_some() {
+            return vec![Criterion::Or];
+        }
+        let checks = self.check.iter().enumerate().map(|(index, command)| Criterion::Check {
+            index,
+            command: command.clone(),
+        });
+        let plausible = self
+            .criteria
+            .iter()
+            .enumerate()
+            .map(|(index, text)| Criterion::Plausible {
+                index,
+                text: text.clone(),
+            });
+        std::iter::once(Criterion::Run).chain(checks).chain(plausible).collect()
+    }
+
     /// Returns the alternatives if this is an OR atom.
     pub fn alternatives(&self) -> Option<&[AtomId]> {
         self.or.as_deref()
@@ -464,7 +486,7 @@ pub enum TrailEntry {
         /// Logical or environmental.
         class: FailureClass,
         /// The criterion that failed.
-        criterion: String,
+        criterion: crate::model::Criterion,
         /// What went wrong, from the tool's output.
         message: String,
     },

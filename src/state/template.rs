@@ -49,7 +49,7 @@ pub fn render(text: &str, bindings: &IndexMap<AtomId, Binding>) -> Result<String
     let refs = references(text);
     let missing: Vec<String> = refs
         .iter()
-        .filter(|r| !bindings.contains_key(&r.atom) || !matches!(r.field.as_str(), "summary" | "output"))
+        .filter(|r| !bindings.contains_key(r.atom.as_str()) || !matches!(r.field.as_str(), "summary" | "output"))
         .map(|r| format!("{}.{}", r.atom, r.field))
         .collect();
     if !missing.is_empty() {
@@ -59,7 +59,7 @@ pub fn render(text: &str, bindings: &IndexMap<AtomId, Binding>) -> Result<String
     let mut last = 0;
     for r in refs {
         out.push_str(&text[last..r.span.start]);
-        let binding = &bindings[&r.atom];
+        let binding = &bindings[r.atom.as_str()];
         out.push_str(if r.field == "summary" {
             &binding.summary
         } else {
@@ -107,7 +107,7 @@ mod tests {
     fn bindings() -> IndexMap<AtomId, Binding> {
         let mut map = IndexMap::new();
         map.insert(
-            "fetch".to_string(),
+            "fetch".into(),
             Binding {
                 summary: "42 crates".into(),
                 output_tail: "Downloaded 42 crates".into(),

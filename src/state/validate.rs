@@ -9,6 +9,7 @@ use petgraph::algo::tarjan_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
 use serde_json::{Map, Value};
 
+use crate::model::AtomId;
 use crate::model::time::Span;
 use crate::state::diag::{Diagnostic, nearest};
 use crate::state::spans::{Loc, Node, NodeKind, Scalar};
@@ -371,7 +372,7 @@ pub fn check_semantics(state: &StateFile, root: Option<&Node>) -> Vec<Diagnostic
     let atom_field_key = |id: &str, name: &str| atom_nodes.get(id).and_then(|(_, node)| node.key_loc(name));
     let atom_item = |id: &str, name: &str, i: usize| atom_field(id, name).and_then(|n| n.item(i)).and_then(Node::loc);
     let atoms = &state.graph.atoms;
-    let ids: Vec<&str> = atoms.keys().map(String::as_str).collect();
+    let ids: Vec<&str> = atoms.keys().map(AtomId::as_str).collect();
 
     if state.version != FORMAT_VERSION {
         errors.push(
@@ -592,7 +593,7 @@ pub fn check_semantics(state: &StateFile, root: Option<&Node>) -> Vec<Diagnostic
 /// `summary` or `output`.
 fn check_templates(state: &StateFile, loc_of: &dyn Fn(&str, &str) -> Option<Loc>) -> Vec<Diagnostic> {
     let atoms = &state.graph.atoms;
-    let ids: Vec<&str> = atoms.keys().map(String::as_str).collect();
+    let ids: Vec<&str> = atoms.keys().map(AtomId::as_str).collect();
     let mut errors = Vec::new();
     for (id, atom) in atoms {
         for (name, text) in [("run", &atom.run), ("agent", &atom.agent)] {
@@ -605,7 +606,7 @@ fn check_templates(state: &StateFile, loc_of: &dyn Fn(&str, &str) -> Option<Loc>
             for r in refs {
                 let field = format!("graph.atoms.{id}.{name}");
                 let at = loc_of(id, name);
-                if !atoms.contains_key(&r.atom) {
+                if !atoms.contains_key(r.atom.as_str()) {
                     errors.push(unknown_atom("template reference", &r.atom, &ids).field(field).at(at));
                 } else if !closure.contains(r.atom.as_str()) {
                     errors.push(
@@ -644,14 +645,14 @@ fn dependency_closure<'a>(state: &'a StateFile, id: &str) -> HashSet<&'a str> {
     let mut seen = HashSet::new();
     let mut stack: Vec<&str> = atoms
         .get(id)
-        .map(|a| a.deps.iter().map(String::as_str).collect())
+        .map(|a| a.deps.iter().map(AtomId::as_str).collect())
         .unwrap_or_default();
     while let Some(next) = stack.pop() {
         if seen.insert(next)
             && let Some(atom) = atoms.get(next)
         {
-            stack.extend(atom.deps.iter().map(String::as_str));
-            stack.extend(atom.or.iter().flatten().map(String::as_str));
+            stack.extend(atom.deps.iter().map(AtomId::as_str));
+            stack.extend(atom.or.iter().flatten().map(AtomId::as_str));
         }
     }
     seen

@@ -134,7 +134,7 @@ impl<'a> Steer<'a> {
             rows.push((
                 alt,
                 Some(Recalled {
-                    alt: alt.to_string(),
+                    alt: alt.into(),
                     space,
                     entity,
                     m_att: round4(p.m_att),
@@ -172,9 +172,9 @@ impl<'a> Steer<'a> {
             .map(|r| format!("{} (memory: M_dec {:+.2})", pair(r), r.m_dec))
             .collect();
         recall.calibrations.borrow_mut().push(Calibration {
-            group: group.to_string(),
+            group: group.into(),
             alternatives: rows.iter().filter_map(|(_, r)| r.clone()).collect(),
-            order: ranked.iter().map(|(alt, _)| alt.to_string()).collect(),
+            order: ranked.iter().map(|(alt, _)| AtomId::from(*alt)).collect(),
             must_not,
             should_prefer,
         });
@@ -258,7 +258,7 @@ impl ChoiceOrder for Steer<'_> {
                 last_resort: recalled
                     .as_ref()
                     .is_some_and(|r| r.action == Action::Avoid || r.confirmed == Some(false)),
-                id: alt.to_string(),
+                id: alt.into(),
                 reason: format!("{}{}", memory(&recalled), reason(alt, i)),
             })
             .collect()
@@ -288,7 +288,7 @@ prep: { run: 'sed -n p f', target: prep }
 c: { run: 'perl fix.pl', target: f }
 ";
 
-    fn ids(ranked: Vec<Ranked>) -> Vec<String> {
+    fn ids(ranked: Vec<Ranked>) -> Vec<AtomId> {
         ranked.into_iter().map(|r| r.id).collect()
     }
 

@@ -65,7 +65,7 @@ fn child_entry() {
             let (mut current, _) = store.open().unwrap();
             println!("ready");
             std::io::stdout().flush().unwrap();
-            let atoms: Vec<String> = current.graph.atoms.keys().cloned().collect();
+            let atoms: Vec<aot::model::AtomId> = current.graph.atoms.keys().cloned().collect();
             for i in 0u64.. {
                 let atom = atoms[(i as usize) % atoms.len()].clone();
                 let events = vec![

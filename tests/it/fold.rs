@@ -23,9 +23,9 @@ graph:
     pick: { or: [b, c] }
 ";
 
-fn atom() -> impl Strategy<Value = String> {
+fn atom() -> impl Strategy<Value = aot::model::AtomId> {
     // "zz" is not in the graph: events naming it must fold harmlessly.
-    prop::sample::select(vec!["a", "b", "c", "pick", "zz"]).prop_map(String::from)
+    prop::sample::select(vec!["a", "b", "c", "pick", "zz"]).prop_map(aot::model::AtomId::from)
 }
 
 fn class() -> impl Strategy<Value = FailureClass> {
@@ -49,13 +49,13 @@ fn event() -> impl Strategy<Value = Event> {
             atom,
             attempt,
             class,
-            criterion: "run".into(),
+            criterion: "run".parse().unwrap(),
             message: "exit 1".into(),
         }),
         (atom(), class()).prop_map(|(atom, class)| Event::AtomFailed {
             atom,
             class,
-            criterion: "check[0]".into(),
+            criterion: "check[0]".parse().unwrap(),
             message: "exit 1".into(),
         }),
         prop::collection::vec(atom(), 0..3).prop_map(|atoms| Event::AtomsReset { atoms }),

@@ -7,8 +7,9 @@ use std::process::{Command, Stdio};
 
 use aot::ggs::GgsConfig;
 use aot::ggs::{
-    self, AttemptGap, Decision, GgsState, MacroState, Mode, Outcome, ReplanRequest, Signals, Verdict, macro_state,
+    self, AttemptGap, Decision, GgsState, MacroState, Outcome, ReplanRequest, Signals, Verdict, macro_state,
 };
+use aot::model::Criterion;
 use aot::state::document;
 use aot::state::{FailureClass, StopReason};
 use proptest::prelude::*;
@@ -19,19 +20,18 @@ use crate::common::{TestEnv, run_aot_with};
 pub fn sample_decision() -> Decision {
     let request = ReplanRequest {
         outcomes: vec![Outcome {
-            atom: "build".into(),
+            atom: Some("build".into()),
             tool: Some("cargo".into()),
             target: Some("build".into()),
             solved: false,
             verdicts: vec![Verdict {
-                criterion: "run".into(),
-                mode: Mode::Verifiable,
+                criterion: "run".parse().unwrap(),
                 passed: false,
                 class: Some(FailureClass::Logical),
             }],
             trajectory: vec![AttemptGap {
                 attempt: 1,
-                criterion: "run".into(),
+                criterion: "run".parse().unwrap(),
                 class: FailureClass::Logical,
             }],
             attempts: 1,
@@ -63,7 +63,7 @@ fn outcome() -> impl Strategy<Value = Outcome> {
     )
         .prop_map(
             |(atom, tool, target, verdicts, trajectory, attempts, subtree)| Outcome {
-                atom: atom.into(),
+                atom: Some(atom.into()),
                 tool: Some(tool.into()),
                 target: Some(target.into()),
                 solved: verdicts.iter().all(|(passed, _, _)| *passed),
@@ -71,12 +71,17 @@ fn outcome() -> impl Strategy<Value = Outcome> {
                     .into_iter()
                     .enumerate()
                     .map(|(i, (passed, class, plausible))| Verdict {
-                        criterion: if i == 0 {
-                            "run".into()
-                        } else {
-                            format!("check[{}]", i - 1)
+                        criterion: match (i, plausible) {
+                            (0, _) => Criterion::Run,
+                            (i, false) => Criterion::Check {
+                                index: i - 1,
+                                command: String::new(),
+                            },
+                            (i, true) => Criterion::Plausible {
+                                index: i - 1,
+                                text: String::new(),
+                            },
                         },
-                        mode: if plausible { Mode::Plausible } else { Mode::Verifiable },
                         passed,
                         class: (!passed).then_some(class),
                     })
@@ -85,7 +90,7 @@ fn outcome() -> impl Strategy<Value = Outcome> {
                     .into_iter()
                     .map(|(attempt, criterion, class)| AttemptGap {
                         attempt,
-                        criterion: criterion.into(),
+                        criterion: criterion.parse().unwrap(),
                         class,
                     })
                     .collect(),

@@ -3,6 +3,7 @@
 
 use aot::graph::{ChoiceOrder, FileOrder, Ranked, Recovery, Variant, WorkGraph};
 use aot::journal::event::{self, Event, Record};
+use aot::model::AtomId;
 use aot::state::document::{self, Format};
 use aot::state::{AtomStatus, FailureClass, StateFile};
 
@@ -75,8 +76,8 @@ impl Driver {
         assert_eq!(self.graph.variant(), rebuilt.variant(), "variant drifted");
     }
 
-    pub fn ready(&self) -> Vec<String> {
-        self.graph.ready().map(String::from).collect()
+    pub fn ready(&self) -> Vec<AtomId> {
+        self.graph.ready().map(AtomId::from).collect()
     }
 
     pub fn start(&mut self, atom: &str) {
@@ -99,7 +100,7 @@ impl Driver {
         self.apply(vec![Event::AtomFailed {
             atom: atom.into(),
             class: FailureClass::Logical,
-            criterion: "run".into(),
+            criterion: "run".parse().unwrap(),
             message: "exit 1".into(),
         }]);
         let recovery = self
@@ -151,7 +152,7 @@ fn a_running_atom_is_not_ready_and_a_retry_makes_it_ready_again() {
         atom: "a".into(),
         attempt: 1,
         class: FailureClass::Logical,
-        criterion: "run".into(),
+        criterion: "run".parse().unwrap(),
         message: "exit 1".into(),
     }]);
     assert_eq!(d.ready(), ["a"]);
@@ -347,7 +348,7 @@ impl ChoiceOrder for Reverse {
             .filter(|c| **c != "blocked-tool")
             .map(|c| Ranked {
                 last_resort: false,
-                id: c.to_string(),
+                id: AtomId::from(*c),
                 reason: "preferred by memory".into(),
             })
             .collect()

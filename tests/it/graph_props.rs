@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use aot::graph::{FileOrder, Recovery};
 use aot::journal::event::Event;
+use aot::model::AtomId;
 use aot::state::{Atom, AtomStatus, Constraints, FailureClass, Objective, StateFile};
 use indexmap::IndexMap;
 use proptest::prelude::*;
@@ -36,7 +37,7 @@ pub fn random_state(n: usize, seed: u64, max_retries: u32) -> StateFile {
                 owned[j] = true;
             }
             Atom {
-                or: Some(picks.iter().map(|j| format!("a{j}")).collect()),
+                or: Some(picks.iter().map(|j| AtomId::from(format!("a{j}"))).collect()),
                 ..Atom::default()
             }
         } else {
@@ -49,11 +50,11 @@ pub fn random_state(n: usize, seed: u64, max_retries: u32) -> StateFile {
             let shared = i.min(3);
             atom.deps = (0..i)
                 .filter(|&j| rng.random_bool(p) || (j < shared && rng.random_bool(0.3)))
-                .filter(|j| !atom.or.iter().flatten().any(|a| *a == format!("a{j}")))
-                .map(|j| format!("a{j}"))
+                .map(|j| AtomId::from(format!("a{j}")))
+                .filter(|id| !atom.or.iter().flatten().any(|a| a == id))
                 .collect();
         }
-        atoms.insert(format!("a{i}"), atom);
+        atoms.insert(AtomId::from(format!("a{i}")), atom);
     }
     let objective = Objective {
         goal: Some("random".into()),
@@ -69,23 +70,23 @@ pub fn random_state(n: usize, seed: u64, max_retries: u32) -> StateFile {
 }
 
 /// The ready set recomputed from scratch, the slow and obvious way.
-fn brute_force_ready(state: &StateFile) -> Vec<String> {
+fn brute_force_ready(state: &StateFile) -> Vec<AtomId> {
     let atoms = &state.graph.atoms;
     let referenced: HashSet<&str> = atoms
         .values()
         .flat_map(|a| a.deps.iter().chain(a.or.iter().flatten()))
-        .map(String::as_str)
+        .map(AtomId::as_str)
         .collect();
     let mut selected = HashSet::new();
     let mut stack: Vec<&str> = atoms
         .keys()
-        .map(String::as_str)
+        .map(AtomId::as_str)
         .filter(|id| !referenced.contains(id))
         .collect();
     while let Some(id) = stack.pop() {
         if selected.insert(id) {
             let atom = &atoms[id];
-            stack.extend(atom.deps.iter().map(String::as_str));
+            stack.extend(atom.deps.iter().map(AtomId::as_str));
             stack.extend(atom.chosen.as_deref());
         }
     }
@@ -110,7 +111,7 @@ enum End {
 /// Drives the graph to its end; returns how it ended and the number of transitions.
 fn drive(state: StateFile, seed: u64, fail_rate: f64) -> (End, u64) {
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
-    let always_fails: HashSet<String> = state
+    let always_fails: HashSet<AtomId> = state
         .graph
         .atoms
         .keys()
@@ -122,7 +123,7 @@ fn drive(state: StateFile, seed: u64, fail_rate: f64) -> (End, u64) {
     let bound = d.graph.transition_bound();
     let mut transitions = 0u64;
     let recover = |d: &mut Driver, atom: &str, transitions: &mut u64| -> bool {
-        let before: HashMap<String, String> = d
+        let before: HashMap<AtomId, String> = d
             .state
             .bindings
             .iter()
@@ -133,7 +134,7 @@ fn drive(state: StateFile, seed: u64, fail_rate: f64) -> (End, u64) {
             .recover(atom, FailureClass::Logical, &FileOrder, &d.state.bindings)
         {
             Recovery::Backtrack { events } => {
-                let reset: HashSet<String> = events
+                let reset: HashSet<AtomId> = events
                     .iter()
                     .filter_map(|e| match e {
                         Event::Backtracked { reset, .. } => Some(reset.clone()),
@@ -187,7 +188,7 @@ fn drive(state: StateFile, seed: u64, fail_rate: f64) -> (End, u64) {
             transitions <= bound,
             "{transitions} transitions exceed the bound {bound}"
         );
-        let next_choice = d.graph.choice_points().next().map(String::from);
+        let next_choice = d.graph.choice_points().next().map(AtomId::from);
         if let Some(group) = next_choice {
             transitions += 1;
             let events = d.graph.choose(&group, &FileOrder, &d.state.bindings);
@@ -198,7 +199,7 @@ fn drive(state: StateFile, seed: u64, fail_rate: f64) -> (End, u64) {
                     d.apply(vec![Event::AtomFailed {
                         atom: group.clone(),
                         class: FailureClass::Logical,
-                        criterion: "or".into(),
+                        criterion: "or".parse().unwrap(),
                         message: "nothing left".into(),
                     }]);
                     if !recover(&mut d, &group, &mut transitions) {
@@ -227,14 +228,14 @@ fn drive(state: StateFile, seed: u64, fail_rate: f64) -> (End, u64) {
                     atom: atom.clone(),
                     attempt,
                     class: FailureClass::Logical,
-                    criterion: "run".into(),
+                    criterion: "run".parse().unwrap(),
                     message: "exit 1".into(),
                 }]);
             } else {
                 d.apply(vec![Event::AtomFailed {
                     atom: atom.clone(),
                     class: FailureClass::Logical,
-                    criterion: "run".into(),
+                    criterion: "run".parse().unwrap(),
                     message: "exit 1".into(),
                 }]);
                 if !recover(&mut d, &atom, &mut transitions) {
@@ -300,7 +301,7 @@ fn a_graph_without_failures_is_solved() {
     let mut steps = 0;
     while steps < 10_000 {
         steps += 1;
-        let next_choice = d.graph.choice_points().next().map(String::from);
+        let next_choice = d.graph.choice_points().next().map(AtomId::from);
         if let Some(group) = next_choice {
             d.choose(&group);
         } else if let Some(atom) = d.ready().into_iter().next() {

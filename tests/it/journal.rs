@@ -27,7 +27,7 @@ fn binding() -> Binding {
 
 fn small_state() -> StateFile {
     let mut atoms = IndexMap::new();
-    atoms.insert("build".to_string(), Atom::command("cargo build"));
+    atoms.insert("build".into(), Atom::command("cargo build"));
     let objective = Objective {
         goal: Some("build".into()),
         base_case: Some(BaseCase {
@@ -62,7 +62,7 @@ fn one_of_each() -> Vec<Event> {
             atom: "build".into(),
             attempt: 1,
             class: FailureClass::Environmental,
-            criterion: "run".into(),
+            criterion: "run".parse().unwrap(),
             message: "exit 127: cargo: not found".into(),
         },
         Event::AtomSolved {
@@ -73,7 +73,7 @@ fn one_of_each() -> Vec<Event> {
         Event::AtomFailed {
             atom: "build".into(),
             class: FailureClass::Logical,
-            criterion: "check[0]".into(),
+            criterion: "check[0]".parse().unwrap(),
             message: "exit 1".into(),
         },
         Event::AtomsReset {

@@ -412,8 +412,8 @@ mod calibration_props {
             yes in any::<bool>(),
         ) {
             let mut atoms = IndexMap::new();
-            let ids: Vec<String> = (0..alts.len()).map(|i| format!("a{i}")).collect();
-            atoms.insert("g".to_string(), Atom { or: Some(ids.clone()), ..Atom::default() });
+            let ids: Vec<aot::model::AtomId> = (0..alts.len()).map(|i| format!("a{i}").into()).collect();
+            atoms.insert("g".into(), Atom { or: Some(ids.clone()), ..Atom::default() });
             for (i, (tool, target)) in alts.iter().enumerate() {
                 atoms.insert(ids[i].clone(), Atom {
                     tool: Some(TOOLS[*tool].into()),
@@ -445,7 +445,7 @@ mod calibration_props {
             let mut confirm = |_: &str, _: &str| yes;
             let recall = Recall::new(&memory, Timestamp::from_millis(T0), &mut confirm);
             let steer = Steer::new(&state.graph.atoms, &ggs).with_recall(&recall);
-            let candidates: Vec<&str> = ids.iter().map(String::as_str).collect();
+            let candidates: Vec<&str> = ids.iter().map(aot::model::AtomId::as_str).collect();
             let ranked = steer.rank(&graph, "g", &candidates);
             let (calibrations, _) = recall.take();
             prop_assert_eq!(calibrations.len(), 1);

@@ -384,7 +384,7 @@ fn redirects_racing_a_busy_loop_are_each_applied_and_journaled_once() {
     for i in &hand_ids {
         let id = format!("hand{i}");
         assert!(
-            state.graph.atoms.contains_key(&id) || set_aside.contains(&format!("{id}:")),
+            state.graph.atoms.contains_key(id.as_str()) || set_aside.contains(&format!("{id}:")),
             "the hand edit adding {id} was lost"
         );
     }

@@ -27,7 +27,7 @@ pub struct Report<'a> {
     /// Every atom with its status, in file order.
     pub atoms: Vec<AtomRow<'a>>,
     /// Result summaries.
-    pub bindings: &'a indexmap::IndexMap<String, Binding>,
+    pub bindings: &'a indexmap::IndexMap<aot::model::AtomId, Binding>,
     /// The trail.
     pub trail: &'a [TrailEntry],
     /// The run record.
@@ -72,10 +72,10 @@ pub struct AtomRow<'a> {
     /// Attempts made.
     pub attempts: u32,
     /// Its dependencies.
-    pub deps: &'a [String],
+    pub deps: &'a [aot::model::AtomId],
     /// Its alternatives, for OR atoms.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub alternatives: Option<&'a [String]>,
+    pub alternatives: Option<&'a [aot::model::AtomId]>,
     /// The chosen alternative, for OR atoms.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chosen: Option<&'a str>,
