@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use aot::graph::{FileOrder, Recovery, WorkGraph};
-use aot::journal::event::{self, Event, Record};
+use aot::journal::event::{Event, Record};
 use aot::model::AtomId;
 use aot::model::time::Timestamp;
 use aot::state::{Atom, Binding, FailureClass, Objective, StateFile};
@@ -80,8 +80,7 @@ fn drive(mut state: StateFile, doomed: &std::collections::HashSet<AtomId>) -> (u
                 at: Timestamp::from_millis(seq),
                 event,
             };
-            event::apply(state, &record);
-            graph.apply(&record.event);
+            aot::journal::fold::apply_with(state, &mut [&mut *graph], &record);
         }
     };
     let binding = Binding {

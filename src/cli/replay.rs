@@ -1,7 +1,6 @@
 //! `aot replay`: rebuild the state file from its journal, or check that the two
 //! agree (`--check`).
 
-use aot::journal::event;
 use aot::state::document::{self, Format};
 use aot::{journal, store};
 use serde_json::json;
@@ -39,7 +38,7 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
             torn.line
         ));
     }
-    let state = event::fold(&contents.records)
+    let state = journal::fold(&contents.records)
         .ok_or_else(|| CliError::new(format!("{} has no snapshot to start from", paths.journal.display())))?;
     let header = std::fs::read_to_string(&ctx.state)
         .map(|t| document::header_of(&t))
@@ -73,7 +72,7 @@ fn check(ctx: &Context, paths: &store::Paths, format: Format) -> Result<i32, Cli
         ));
     }
     let revision = doc.state.run.revision;
-    let Some(replayed) = event::fold(contents.records.iter().take_while(|r| r.seq <= revision)) else {
+    let Some(replayed) = journal::fold(contents.records.iter().take_while(|r| r.seq <= revision)) else {
         return Err(CliError::new(format!(
             "{} has no snapshot at or before revision {revision} of {}",
             paths.journal.display(),

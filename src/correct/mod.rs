@@ -98,7 +98,7 @@ fn with_events(state: &StateFile, events: &[Event], at: Timestamp) -> StateFile 
             at,
             event: event.clone(),
         };
-        crate::journal::event::apply(&mut after, &record);
+        crate::journal::apply(&mut after, &record);
     }
     after
 }

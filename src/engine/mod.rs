@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::graph::WorkGraph;
 use crate::journal::event::{Event, Record};
+use crate::journal::{Folded, History, Reflection};
 use crate::model::Criterion;
 use crate::model::time::Clock;
 use crate::state::template;
@@ -177,19 +178,6 @@ pub struct CorrectionSignal {
     pub history: Vec<Reflection>,
 }
 
-/// What one failed attempt taught.
-#[derive(Debug, Clone, Serialize)]
-pub struct Reflection {
-    /// The attempt.
-    pub attempt: u32,
-    /// The criterion that failed.
-    pub criterion: Criterion,
-    /// Logical or environmental.
-    pub class: FailureClass,
-    /// What went wrong.
-    pub message: String,
-}
-
 /// Work handed to a worker task.
 #[derive(Debug, Clone)]
 struct Job {
@@ -214,60 +202,6 @@ enum JobResult {
         probe_failed: Option<String>,
     },
     Cancelled,
-}
-
-/// Rebuilds the failed attempts of atoms still being retried from the
-/// journal, so that a restarted run hands the next attempt the same correction
-/// context an uninterrupted one would.
-fn reflections(records: &[Record], state: &StateFile) -> HashMap<AtomId, Vec<Reflection>> {
-    let mut history: HashMap<AtomId, Vec<Reflection>> = HashMap::new();
-    let mut attempts: HashMap<&str, u32> = HashMap::new();
-    for record in records {
-        match &record.event {
-            Event::AtomStarted { atom, attempt } => {
-                attempts.insert(atom, *attempt);
-            }
-            // The last attempt's failure: a refine re-dispatches the atom with it.
-            Event::AtomFailed {
-                atom,
-                class,
-                criterion,
-                message,
-            } if attempts.contains_key(atom.as_str()) => history.entry(atom.clone()).or_default().push(Reflection {
-                attempt: attempts[atom.as_str()],
-                criterion: criterion.clone(),
-                class: *class,
-                message: message.clone(),
-            }),
-            Event::AttemptFailed {
-                atom,
-                attempt,
-                class,
-                criterion,
-                message,
-            } => history.entry(atom.clone()).or_default().push(Reflection {
-                attempt: *attempt,
-                criterion: criterion.clone(),
-                class: *class,
-                message: message.clone(),
-            }),
-            Event::AtomsReset { atoms } | Event::Backtracked { reset: atoms, .. } => {
-                for atom in atoms {
-                    history.remove(atom);
-                }
-            }
-            Event::Snapshot { .. } => history.clear(),
-            _ => {}
-        }
-    }
-    history.retain(|id, _| {
-        state
-            .graph
-            .atoms
-            .get(id)
-            .is_some_and(|a| matches!(a.status, AtomStatus::Pending | AtomStatus::Failed))
-    });
-    history
 }
 
 fn classify(exit: &Exit, environmental: &[i32]) -> FailureClass {
@@ -366,6 +300,24 @@ async fn run_job(job: Job, cancel: CancellationToken) -> (AtomId, JobResult) {
     )
 }
 
+/// The engine's picture of the work: the state file, the work graph and the
+/// correction history, folded from the same records by the one fold.
+struct Views<'v> {
+    state: &'v mut StateFile,
+    graph: &'v mut WorkGraph,
+    history: &'v mut History,
+}
+
+impl Folded for Views<'_> {
+    fn state(&self) -> &StateFile {
+        self.state
+    }
+
+    fn apply(&mut self, record: &Record) {
+        crate::journal::fold::apply_with(self.state, &mut [self.graph, self.history], record);
+    }
+}
+
 /// The running loop over one state file.
 pub struct Engine<'a> {
     store: &'a mut Store,
@@ -376,7 +328,7 @@ pub struct Engine<'a> {
     options: Options,
     observer: &'a mut dyn Observer,
     cancel: CancellationToken,
-    history: HashMap<AtomId, Vec<Reflection>>,
+    history: History,
     last_save: Instant,
     watch: Option<crate::store::watch::Watch>,
     /// Cancels the current round only (a redirect); `cancel` ends the run.
@@ -405,7 +357,7 @@ impl<'a> Engine<'a> {
         let dir = store.paths().dir().to_path_buf();
         let graph = WorkGraph::new(&state);
         let history = crate::journal::read(&store.paths().journal)
-            .map(|contents| reflections(&contents.records, &state))
+            .map(|contents| History::of(&contents.records))
             .unwrap_or_default();
         // Memory helps but never stops a run: a memory that cannot be read is
         // reported and the run goes on without it.
@@ -452,6 +404,19 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// Runs a store operation that folds what it journals (and what other
+    /// processes journaled) into the state, the graph and the history at once.
+    fn with_views<R>(&mut self, f: impl FnOnce(&mut Store, &mut dyn Folded) -> R) -> R {
+        let Engine {
+            store,
+            state,
+            graph,
+            history,
+            ..
+        } = self;
+        f(store, &mut Views { state, graph, history })
+    }
+
     /// Returns the current state.
     pub fn state(&self) -> &StateFile {
         &self.state
@@ -460,11 +425,15 @@ impl<'a> Engine<'a> {
     /// Journals `events` (none: only catch up on other processes' records) and
     /// folds every new record into the graph and the observer.
     fn record(&mut self, events: Vec<Event>) -> Result<Vec<Record>, EngineError> {
-        let records = self.store.record(&mut self.state, events)?;
+        let Engine {
+            store,
+            state,
+            graph,
+            history,
+            ..
+        } = self;
+        let records = store.record(&mut Views { state, graph, history }, events)?;
         for record in &records {
-            if !self.graph.apply(&record.event) {
-                self.graph = WorkGraph::new(&self.state);
-            }
             self.observer.record(record, &self.state);
         }
         Ok(records)
@@ -473,8 +442,7 @@ impl<'a> Engine<'a> {
     fn save(&mut self) -> Result<(), EngineError> {
         // An edit the file holds now (an editor may be half-way through writing
         // it) is taken in by the hand-edit path once the file is quiet.
-        self.store.commit_or_defer(&mut self.state, Vec::new())?;
-        self.graph = WorkGraph::new(&self.state);
+        self.with_views(|store, views| store.commit_or_defer(views, Vec::new()))?;
         self.last_save = Instant::now();
         self.report_preserved();
         Ok(())
@@ -516,7 +484,7 @@ impl<'a> Engine<'a> {
         // The last save does not wait for an editor: an edit it cannot merge is
         // left in the file, aot's document is kept aside, and the run still ends
         // with its reason (everything is in the journal).
-        match self.store.commit(&mut self.state, Vec::new()) {
+        match self.with_views(|store, views| store.commit(views, Vec::new())) {
             Ok(_) => self.report_preserved(),
             Err(conflict @ StoreError::Conflict { .. }) => self.observer.warn(&conflict.to_string()),
             Err(other) => return Err(other.into()),
@@ -588,7 +556,10 @@ impl<'a> Engine<'a> {
         // Another aot process (stop, redirect) writes through the journal: such a
         // file is explained by it and needs no waiting.
         self.sync_external()?;
-        if matches!(self.store.hand_edit(&mut self.state)?, crate::store::DiskEdit::None) {
+        if matches!(
+            self.with_views(|store, views| store.hand_edit(views))?,
+            crate::store::DiskEdit::None
+        ) {
             return Ok(());
         }
         // Editors write in several steps (truncate and write, chunks, rename):
@@ -602,7 +573,7 @@ impl<'a> Engine<'a> {
         // Stops and redirects that arrived meanwhile are taken in first.
         self.sync_external()?;
         for _ in 0..10 {
-            let seen = match self.store.hand_edit(&mut self.state)? {
+            let seen = match self.with_views(|store, views| store.hand_edit(views))? {
                 crate::store::DiskEdit::None => return Ok(()),
                 crate::store::DiskEdit::Invalid {
                     diagnostics,
@@ -645,8 +616,7 @@ impl<'a> Engine<'a> {
                     hash
                 }
             };
-            if self.store.overwrite_if(&mut self.state, seen)? {
-                self.graph = WorkGraph::new(&self.state);
+            if self.with_views(|store, views| store.overwrite_if(views, seen))? {
                 self.report_preserved();
                 return Ok(());
             }
@@ -836,8 +806,8 @@ impl<'a> Engine<'a> {
 
     fn block_reason(&self, id: &str) -> String {
         self.history
-            .get(id)
-            .and_then(|h| h.last())
+            .of_atom(id)
+            .last()
             .map_or_else(|| format!("`{id}` is blocked"), |r| format!("`{id}`: {}", r.message))
     }
 
@@ -1022,22 +992,10 @@ impl<'a> Engine<'a> {
                     message,
                     probe_failed,
                 } => {
-                    let attempt = self.state.graph.atoms[&atom].attempts;
-                    self.history.entry(atom.clone()).or_default().push(Reflection {
-                        attempt,
-                        criterion: criterion.clone(),
-                        class,
-                        message: message.clone(),
-                    });
+                    let attempt = self.state.graph.atoms.get(atom.as_str()).map_or(0, |a| a.attempts);
                     if let Some(probe) = probe_failed {
                         // Two independent signals: the environment is down, not the approach.
                         let reason = format!("{message}; {probe}");
-                        self.history.entry(atom.clone()).or_default().push(Reflection {
-                            attempt,
-                            criterion,
-                            class,
-                            message: reason.clone(),
-                        });
                         let mut events = vec![Event::AtomBlocked {
                             atom: atom.clone(),
                             reason: reason.clone(),
@@ -1198,7 +1156,7 @@ impl<'a> Engine<'a> {
         env.push(("AOT_ATOM".into(), atom_id.to_string()));
         env.push(("AOT_ATTEMPT".into(), attempt.to_string()));
         env.push(("AOT_STATE".into(), self.store.paths().state.display().to_string()));
-        let history = self.history.get(atom_id).cloned().unwrap_or_default();
+        let history = self.history.of_atom(atom_id).to_vec();
         if let Some(last) = history.last() {
             let signal = CorrectionSignal {
                 atom: atom_id.into(),

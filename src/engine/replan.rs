@@ -94,17 +94,14 @@ impl Engine<'_> {
         };
         let trajectory = self
             .history
-            .get(id)
-            .map(|h| {
-                h.iter()
-                    .map(|r| AttemptGap {
-                        attempt: r.attempt,
-                        criterion: r.criterion.clone(),
-                        class: r.class,
-                    })
-                    .collect()
+            .of_atom(id)
+            .iter()
+            .map(|r| AttemptGap {
+                attempt: r.attempt,
+                criterion: r.criterion.clone(),
+                class: r.class,
             })
-            .unwrap_or_default();
+            .collect();
         let subtree_tools = match finish {
             Finish::Failed { .. } => self.tools_tried_under(id),
             Finish::Solved => Vec::new(),

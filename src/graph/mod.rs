@@ -2,7 +2,8 @@
 //!
 //! A [`WorkGraph`] is built from `graph.atoms` as a petgraph model — AND edges
 //! from `deps`, OR edges from an OR atom to its alternatives — and is kept up to
-//! date by folding the same journal events as the state file ([`WorkGraph::apply`]),
+//! date by folding the same effects of journal events as the state file (its
+//! [`Fold`] implementation),
 //! touching only the atoms an event concerns. It answers which atoms are on the
 //! selected branches, which are ready, and which OR atoms await a choice; and it
 //! plans transitions as events: an OR choice through an ordering hook, the
@@ -21,6 +22,7 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 
 use crate::journal::event::Event;
+use crate::journal::fold::{Effect, Fold};
 use indexmap::IndexMap;
 
 use crate::state::{AtomId, AtomStatus, Binding, FailureClass, StateFile, TrailEntry};
@@ -127,6 +129,10 @@ pub struct WorkGraph {
     attempts: Vec<u32>,
     chosen: Vec<Option<NodeIndex>>,
     tried: HashSet<(NodeIndex, NodeIndex)>,
+    /// Choices in place without a trail entry (kept across an objective
+    /// change, which clears the trail): tried while they stay chosen, untried
+    /// again once the choice moves on, as a graph rebuilt from the file sees it.
+    inherited: HashSet<(NodeIndex, NodeIndex)>,
     /// Selecting references: 1 for a root, +1 per selected dependent, +1 from
     /// the owning OR atom when selected and choosing this alternative.
     sel: Vec<u32>,
@@ -197,6 +203,7 @@ impl WorkGraph {
             owner,
             chosen,
             tried,
+            inherited: HashSet::new(),
             sel: vec![0; n],
             unsolved_deps: vec![0; n],
             ready: BTreeSet::new(),
@@ -208,8 +215,10 @@ impl WorkGraph {
         };
         // A currently chosen alternative counts as tried even without a trail entry.
         for g in this.nodes() {
-            if let Some(c) = this.chosen[g.index()] {
-                this.tried.insert((g, c));
+            if let Some(c) = this.chosen[g.index()]
+                && this.tried.insert((g, c))
+            {
+                this.inherited.insert((g, c));
             }
         }
         for node in this.nodes() {
@@ -355,16 +364,25 @@ impl WorkGraph {
 
     fn set_chosen(&mut self, group: NodeIndex, choice: Option<NodeIndex>) {
         let old = self.chosen[group.index()];
+        if let Some(new) = choice {
+            // Chosen now, and on the trail: tried for good.
+            self.tried.insert((group, new));
+            self.inherited.remove(&(group, new));
+        }
         if old == choice {
             return;
         }
         let selected = self.sel[group.index()] > 0;
         self.chosen[group.index()] = choice;
-        if let Some(new) = choice {
-            self.tried.insert((group, new));
-            if selected {
-                self.select(new);
-            }
+        if let Some(new) = choice
+            && selected
+        {
+            self.select(new);
+        }
+        if let Some(old) = old
+            && self.inherited.remove(&(group, old))
+        {
+            self.tried.remove(&(group, old));
         }
         if let (Some(old), true) = (old, selected) {
             self.deselect(old);
@@ -378,95 +396,9 @@ impl WorkGraph {
         self.set_status(node, AtomStatus::Pending);
     }
 
-    /// Folds one event into the graph, touching only the atoms it names.
-    /// Events that replace the document (`snapshot`, `user_edited`) need a
-    /// rebuild: this returns `false` for them and changes nothing.
-    pub fn apply(&mut self, event: &Event) -> bool {
-        let node = |id: &str| self.node(id);
-        match event {
-            Event::Snapshot { .. } | Event::UserEdited { .. } => return false,
-            Event::AtomStarted { atom, attempt } => {
-                if let Some(v) = node(atom) {
-                    self.attempts[v.index()] = *attempt;
-                    self.set_status(v, AtomStatus::Running);
-                }
-            }
-            Event::AtomSolved { atom, .. } | Event::BindingOverridden { atom, .. } => {
-                if let Some(v) = node(atom) {
-                    self.set_status(v, AtomStatus::Solved);
-                }
-            }
-            Event::AttemptFailed { atom, attempt, .. } => {
-                if let Some(v) = node(atom) {
-                    self.attempts[v.index()] = *attempt;
-                    self.set_status(v, AtomStatus::Pending);
-                }
-            }
-            Event::AttemptCancelled { atom } => {
-                if let Some(v) = node(atom) {
-                    self.attempts[v.index()] = self.attempts[v.index()].saturating_sub(1);
-                    self.set_status(v, AtomStatus::Pending);
-                }
-            }
-            Event::AtomFailed { atom, .. } => {
-                if let Some(v) = node(atom) {
-                    self.set_status(v, AtomStatus::Failed);
-                }
-            }
-            Event::AtomBlocked { atom, .. } => {
-                if let Some(v) = node(atom) {
-                    self.set_status(v, AtomStatus::Blocked);
-                }
-            }
-            Event::AtomsPruned { atoms } => {
-                for v in atoms.iter().filter_map(|a| node(a)).collect::<Vec<_>>() {
-                    self.set_status(v, AtomStatus::Pruned);
-                }
-            }
-            Event::AtomsReset { atoms } | Event::AtomsRefined { atoms } => {
-                for v in atoms.iter().filter_map(|a| node(a)).collect::<Vec<_>>() {
-                    self.reset(v);
-                }
-            }
-            Event::OrChosen { group, chosen, .. } => {
-                if let (Some(g), Some(c)) = (node(group), node(chosen)) {
-                    self.set_chosen(g, Some(c));
-                }
-            }
-            Event::Backtracked { group, from, to, reset } => {
-                let resets: Vec<NodeIndex> = reset.iter().filter_map(|a| node(a)).collect();
-                let (g, from, to) = (node(group), node(from), node(to));
-                for v in resets {
-                    self.reset(v);
-                }
-                if let Some(from) = from
-                    && !matches!(self.status[from.index()], AtomStatus::Failed | AtomStatus::Blocked)
-                {
-                    self.set_status(from, AtomStatus::Pruned);
-                }
-                if let (Some(g), Some(to)) = (g, to) {
-                    self.set_chosen(g, Some(to));
-                }
-            }
-            Event::CorrectionRecorded { correction } => {
-                if correction.trail_cleared {
-                    // The trail was the record of what was tried; what remains is the present choices.
-                    self.tried = self
-                        .nodes()
-                        .filter_map(|g| self.chosen[g.index()].map(|c| (g, c)))
-                        .collect();
-                }
-            }
-            Event::ControlSet { .. }
-            | Event::RunStarted { .. }
-            | Event::IterationStarted { .. }
-            | Event::BaseCaseChecked { .. }
-            | Event::GgsDecided { .. }
-            | Event::Calibrated { .. }
-            | Event::RunPaused {}
-            | Event::RunStopped { .. } => {}
-        }
-        true
+    fn refill(&mut self, node: NodeIndex) {
+        self.attempts[node.index()] = 0;
+        self.set_status(node, AtomStatus::Pending);
     }
 
     /// Returns the atoms ready to run, in file order: pending, on a selected
@@ -902,5 +834,72 @@ impl WorkGraph {
     pub fn remaining_bound(&self) -> u64 {
         let v = self.variant();
         v.work + v.untried * (self.max_work() + 1)
+    }
+}
+
+impl Fold for WorkGraph {
+    /// Takes in one effect, touching only the atoms it names; a replaced
+    /// document (snapshot, user edit) rebuilds the graph from the state after it.
+    fn effect(&mut self, effect: &Effect<'_>, after: &StateFile) {
+        let node = |graph: &Self, id: &AtomId| graph.node(id.as_str());
+        match effect {
+            Effect::Replace(_) | Effect::Redefine { .. } => *self = WorkGraph::new(after),
+            Effect::Status(id, status) => {
+                if let Some(v) = node(self, id) {
+                    self.set_status(v, *status);
+                }
+            }
+            Effect::Attempts(id, n) => {
+                if let Some(v) = node(self, id) {
+                    self.attempts[v.index()] = *n;
+                }
+            }
+            Effect::AttemptUndone(id) => {
+                if let Some(v) = node(self, id) {
+                    self.attempts[v.index()] = self.attempts[v.index()].saturating_sub(1);
+                }
+            }
+            Effect::Reset(id) => {
+                if let Some(v) = node(self, id) {
+                    self.reset(v);
+                }
+            }
+            Effect::Refill(id) => {
+                if let Some(v) = node(self, id) {
+                    self.refill(v);
+                }
+            }
+            Effect::PruneUnlessClosed(id) => {
+                if let Some(v) = node(self, id)
+                    && !matches!(self.status[v.index()], AtomStatus::Failed | AtomStatus::Blocked)
+                {
+                    self.set_status(v, AtomStatus::Pruned);
+                }
+            }
+            Effect::Chosen(group, alt) => {
+                if let (Some(g), Some(a)) = (node(self, group), node(self, alt)) {
+                    self.set_chosen(g, Some(a));
+                }
+            }
+            Effect::NewTask => {
+                // The trail was the record of what was tried; what remains is the present choices.
+                self.tried = self
+                    .nodes()
+                    .filter_map(|g| self.chosen[g.index()].map(|c| (g, c)))
+                    .collect();
+                self.inherited = self.tried.clone();
+            }
+            Effect::Bind(..)
+            | Effect::Failed { .. }
+            | Effect::Trail(_)
+            | Effect::Correction(_)
+            | Effect::Control(_)
+            | Effect::RunStarted
+            | Effect::Iteration(_)
+            | Effect::Decided(_)
+            | Effect::Verified(_)
+            | Effect::Paused
+            | Effect::Stopped(_) => {}
+        }
     }
 }

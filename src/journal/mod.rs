@@ -4,6 +4,8 @@
 
 pub mod event;
 mod file;
+pub mod fold;
 
 pub use event::{Event, Record};
 pub use file::{Contents, Journal, JournalError, TornTail, path_for, read};
+pub use fold::{Effect, Fold, Folded, History, Reflection, apply, fold};

@@ -16,7 +16,8 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::journal::event::{self, Event, Record};
+use crate::journal::event::{Event, Record};
+use crate::journal::fold::Folded;
 use crate::journal::{self, Journal, JournalError, TornTail};
 use crate::model::time::Clock;
 use crate::state::StateFile;
@@ -401,7 +402,7 @@ impl Store {
     /// OS at once and synced to disk with the next save (group commit). Records other processes
     /// appended meanwhile are applied first. Returns every new record, theirs
     /// then ours, so callers can fold them into their own views.
-    pub fn record(&mut self, state: &mut StateFile, events: Vec<Event>) -> Result<Vec<Record>, StoreError> {
+    pub fn record(&mut self, state: &mut dyn Folded, events: Vec<Event>) -> Result<Vec<Record>, StoreError> {
         let _lock = self.lock()?;
         let mut records = self.catch_up(state)?;
         records.extend(self.append_deferred(state, events)?);
@@ -413,7 +414,7 @@ impl Store {
     /// fields (journaled as `user_edited` first); otherwise the file is left as
     /// edited, the engine's document is saved aside, and `Conflict` is returned —
     /// the events are journaled either way, so nothing is lost.
-    pub fn commit(&mut self, state: &mut StateFile, events: Vec<Event>) -> Result<Committed, StoreError> {
+    pub fn commit(&mut self, state: &mut dyn Folded, events: Vec<Event>) -> Result<Committed, StoreError> {
         self.commit_inner(state, events, false)
     }
 
@@ -422,13 +423,13 @@ impl Store {
     /// (the journal leads, as always) and `Deferred` is returned. A running loop
     /// saves this way, because it takes hand edits in through its own path once
     /// the editor has finished writing.
-    pub fn commit_or_defer(&mut self, state: &mut StateFile, events: Vec<Event>) -> Result<Committed, StoreError> {
+    pub fn commit_or_defer(&mut self, state: &mut dyn Folded, events: Vec<Event>) -> Result<Committed, StoreError> {
         self.commit_inner(state, events, true)
     }
 
     fn commit_inner(
         &mut self,
-        state: &mut StateFile,
+        state: &mut dyn Folded,
         events: Vec<Event>,
         defer: bool,
     ) -> Result<Committed, StoreError> {
@@ -474,7 +475,7 @@ impl Store {
         }
         if let Some(reason) = conflict {
             let rejected = self.paths.next_rejected(self.format);
-            let text = self.render(state)?;
+            let text = self.render(state.state())?;
             write_atomic(&rejected, text.as_bytes()).map_err(io_error(&rejected))?;
             return Err(StoreError::Conflict {
                 state: self.paths.state.clone(),
@@ -482,7 +483,7 @@ impl Store {
                 rejected,
             });
         }
-        self.write(state)?;
+        self.write(state.state())?;
         Ok(outcome)
     }
 
@@ -497,7 +498,7 @@ impl Store {
 
     /// Looks for an edit of the file made since this store last wrote it,
     /// after folding in other processes' journal records.
-    pub fn hand_edit(&mut self, state: &mut StateFile) -> Result<DiskEdit, StoreError> {
+    pub fn hand_edit(&mut self, state: &mut dyn Folded) -> Result<DiskEdit, StoreError> {
         let _lock = self.lock()?;
         self.catch_up(state)?;
         let Some((base_hash, base_revision)) = self.base.as_ref().map(|b| (b.hash, b.state.run.revision)) else {
@@ -557,7 +558,7 @@ impl Store {
     /// Writes `state` over the file if it still holds the bytes hashed
     /// `seen` (an edit that has been taken in or set aside); returns false when
     /// the file changed again meanwhile, so the caller looks again.
-    pub fn overwrite_if(&mut self, state: &mut StateFile, seen: u64) -> Result<bool, StoreError> {
+    pub fn overwrite_if(&mut self, state: &mut dyn Folded, seen: u64) -> Result<bool, StoreError> {
         let _lock = self.lock()?;
         self.catch_up(state)?;
         let current = std::fs::read(&self.paths.state)
@@ -570,15 +571,15 @@ impl Store {
         if let (Ok(text), Some(base)) = (std::fs::read_to_string(&self.paths.state), &mut self.base) {
             base.header = document::header_of(&text);
         }
-        self.write(state)?;
+        self.write(state.state())?;
         Ok(true)
     }
 
     /// Applies records other processes appended since this store last looked.
-    fn catch_up(&mut self, state: &mut StateFile) -> Result<Vec<Record>, StoreError> {
+    fn catch_up(&mut self, state: &mut dyn Folded) -> Result<Vec<Record>, StoreError> {
         let theirs = self.ensure_journal()?.catch_up()?;
         for record in &theirs {
-            event::apply(state, record);
+            state.apply(record);
         }
         self.unsaved.extend(theirs.iter().cloned());
         Ok(theirs)
@@ -601,7 +602,7 @@ impl Store {
             });
             return Ok(original.or_else(|| self.expected_at(u64::MAX)));
         }
-        Ok(event::fold(contents.records.iter().take_while(|r| r.seq <= revision))
+        Ok(journal::fold(contents.records.iter().take_while(|r| r.seq <= revision))
             .or_else(|| self.expected_at(u64::MAX)))
     }
 
@@ -610,7 +611,7 @@ impl Store {
     fn expected_at(&self, revision: u64) -> Option<StateFile> {
         let mut expected = self.base.as_ref()?.state.clone();
         for record in self.unsaved.iter().take_while(|r| r.seq <= revision) {
-            event::apply(&mut expected, record);
+            journal::apply(&mut expected, record);
         }
         Some(expected)
     }
@@ -626,7 +627,7 @@ impl Store {
             .ok_or_else(|| StoreError::Serialize("journal not open".into()))
     }
 
-    fn append_and_apply(&mut self, state: &mut StateFile, events: Vec<Event>) -> Result<Vec<Record>, StoreError> {
+    fn append_and_apply(&mut self, state: &mut dyn Folded, events: Vec<Event>) -> Result<Vec<Record>, StoreError> {
         let records = self.append_deferred(state, events)?;
         self.ensure_journal()?.sync()?;
         Ok(records)
@@ -634,7 +635,7 @@ impl Store {
 
     /// Journals without an fsync: `write` syncs the journal before the state
     /// file changes, so the file never shows what the disk may not keep.
-    fn append_deferred(&mut self, state: &mut StateFile, events: Vec<Event>) -> Result<Vec<Record>, StoreError> {
+    fn append_deferred(&mut self, state: &mut dyn Folded, events: Vec<Event>) -> Result<Vec<Record>, StoreError> {
         if events.is_empty() {
             // Reading the clock for nothing would make a fixed test clock depend on timing.
             return Ok(Vec::new());
@@ -643,7 +644,7 @@ impl Store {
         let journal = self.ensure_journal()?;
         let records = journal.append_deferred(at, events)?;
         for record in &records {
-            event::apply(state, record);
+            state.apply(record);
         }
         self.unsaved.extend(records.iter().cloned());
         Ok(records)
@@ -775,7 +776,7 @@ impl Store {
                     .cloned()
                     .collect();
                 for record in &behind {
-                    event::apply(&mut state, record);
+                    journal::apply(&mut state, record);
                 }
                 self.base = Some(Base {
                     hash: doc.hash,
@@ -829,7 +830,7 @@ impl Store {
         let folded = if revision == 0 {
             None
         } else {
-            event::fold(contents.records.iter().take_while(|r| r.seq <= revision))
+            journal::fold(contents.records.iter().take_while(|r| r.seq <= revision))
         };
         let mut events = Vec::new();
         let mut changed = false;
@@ -845,7 +846,7 @@ impl Store {
                     changed = true;
                 }
                 for record in missed {
-                    event::apply(&mut state, record);
+                    journal::apply(&mut state, record);
                 }
                 if doc.state != expected {
                     let engine_edits = doc.state.engine_differences(&expected);
@@ -907,5 +908,5 @@ enum DiskState {
 /// Rebuilds the state from the journal alone.
 pub fn replay(journal_path: &Path) -> Result<(Option<StateFile>, journal::Contents), JournalError> {
     let contents = journal::read(journal_path)?;
-    Ok((event::fold(&contents.records), contents))
+    Ok((journal::fold(&contents.records), contents))
 }

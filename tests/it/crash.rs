@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use aot::journal;
-use aot::journal::event;
+
 use aot::state::document;
 use rand::{RngExt, SeedableRng};
 
@@ -46,7 +46,7 @@ fn sigkill_at_any_moment_loses_nothing() {
             "trial {trial}: file ahead of journal"
         );
         behind += usize::from(file.run.revision < contents.last_seq());
-        let replayed = event::fold(contents.records.iter().take_while(|r| r.seq <= file.run.revision))
+        let replayed = journal::fold(contents.records.iter().take_while(|r| r.seq <= file.run.revision))
             .unwrap_or_else(|| panic!("trial {trial}: no snapshot"));
         assert_eq!(replayed, file, "trial {trial}: replay disagrees with the file");
     }
@@ -56,6 +56,6 @@ fn sigkill_at_any_moment_loses_nothing() {
     let contents = journal::read(&journal_path).unwrap();
     assert!(contents.torn.is_none(), "open truncates a torn tail");
     assert_eq!(state.run.revision, contents.last_seq());
-    assert_eq!(event::fold(&contents.records).unwrap(), state);
+    assert_eq!(journal::fold(&contents.records).unwrap(), state);
     eprintln!("{trials} kills: {torn_tails} torn journal tails, {behind} files behind their journal (all recovered)");
 }

@@ -1,8 +1,9 @@
 //! Property tests of the fold: the state file is a fold over the journal, no
 //! matter how the events come or where the journal is cut.
 
+use aot::graph::WorkGraph;
 use aot::journal;
-use aot::journal::event::{self, Event};
+use aot::journal::event::{Event, Record};
 use aot::model::time::Timestamp;
 use aot::state::document;
 use aot::state::*;
@@ -70,11 +71,14 @@ fn event() -> impl Strategy<Value = Event> {
             remaining: vec![],
             reason: "test".into(),
         }),
-        prop::sample::select(vec![("b", "c"), ("c", "b")]).prop_map(|(from, to)| Event::Backtracked {
-            group: "pick".into(),
-            from: from.into(),
-            to: to.into(),
-            reset: vec![from.into()],
+        (prop::sample::select(vec![("b", "c"), ("c", "b")]), any::<bool>()).prop_map(|((from, to), reset)| {
+            Event::Backtracked {
+                group: "pick".into(),
+                from: from.into(),
+                to: to.into(),
+                // A failed alternative is not reset: it stays failed.
+                reset: if reset { vec![from.into()] } else { Vec::new() },
+            }
         }),
         (any::<bool>(), prop::option::of("[a-z]{1,8}")).prop_map(|(stop_requested, stop_reason)| Event::ControlSet {
             control: Control {
@@ -141,7 +145,7 @@ proptest! {
         }
         let journal_path = journal::path_for(&path);
         let contents = journal::read(&journal_path).unwrap();
-        prop_assert_eq!(&event::fold(&contents.records).unwrap(), &state);
+        prop_assert_eq!(&journal::fold(&contents.records).unwrap(), &state);
 
         // Cut the journal after every line: replay gives the state as of that record.
         let text = std::fs::read_to_string(&journal_path).unwrap();
@@ -151,7 +155,74 @@ proptest! {
         for (k, expected) in history.iter().enumerate() {
             std::fs::write(&cut, lines[..=k].join("\n") + "\n").unwrap();
             let prefix = journal::read(&cut).unwrap();
-            prop_assert_eq!(&event::fold(&prefix.records).unwrap(), expected, "cut after line {}", k + 1);
+            prop_assert_eq!(&journal::fold(&prefix.records).unwrap(), expected, "cut after line {}", k + 1);
+        }
+    }
+}
+
+/// The user-owned parts as edited: the same atoms, one more, or a changed choice.
+fn user_edited() -> impl Strategy<Value = Event> {
+    prop::sample::select(vec![0usize, 1, 2]).prop_map(|variant| {
+        let mut state = document::parse("fold.yaml", STATE, document::Format::Yaml).unwrap();
+        match variant {
+            1 => {
+                state.graph.atoms.insert(
+                    "d".into(),
+                    Atom {
+                        deps: vec!["a".into()],
+                        ..Atom::command("true")
+                    },
+                );
+            }
+            2 => {
+                if let Some(pick) = state.graph.atoms.get_mut("pick") {
+                    pick.or = Some(vec!["c".into(), "b".into()]);
+                }
+            }
+            _ => {}
+        }
+        Event::user_edited(&state)
+    })
+}
+
+fn any_event() -> impl Strategy<Value = Event> {
+    prop_oneof![
+        8 => event(),
+        1 => user_edited(),
+        1 => Just(Event::snapshot(&document::parse("fold.yaml", STATE, document::Format::Yaml).unwrap())),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
+
+    /// The one fold: the work graph kept up to date effect by effect is the
+    /// graph built afresh from the state file folded from the same records.
+    #[test]
+    fn the_graph_folded_incrementally_equals_the_graph_of_the_folded_state(
+        events in prop::collection::vec(any_event(), 1..40)
+    ) {
+        let mut state = document::parse("fold.yaml", STATE, document::Format::Yaml).unwrap();
+        let mut graph = WorkGraph::new(&state);
+        for (i, event) in events.into_iter().enumerate() {
+            let kind = event.kind();
+            let record = Record { v: 1, seq: i as u64 + 1, at: Timestamp::from_millis(1_767_225_600_000), event };
+            aot::journal::fold::apply_with(&mut state, &mut [&mut graph], &record);
+            let rebuilt = WorkGraph::new(&state);
+            let ids: Vec<&str> = state.graph.atoms.keys().map(|k| k.as_str()).collect();
+            for id in &ids {
+                prop_assert_eq!(graph.status(id), rebuilt.status(id), "status of {} after {}", id, kind);
+                prop_assert_eq!(graph.is_selected(id), rebuilt.is_selected(id), "selection of {} after {}", id, kind);
+                prop_assert_eq!(graph.untried(id), rebuilt.untried(id), "untried of {} after {}", id, kind);
+                prop_assert_eq!(Some(state.graph.atoms[*id].status), graph.status(id), "state and graph disagree on {}", id);
+            }
+            prop_assert_eq!(graph.ready().collect::<Vec<_>>(), rebuilt.ready().collect::<Vec<_>>(), "ready after {}", kind);
+            prop_assert_eq!(
+                graph.choice_points().collect::<Vec<_>>(),
+                rebuilt.choice_points().collect::<Vec<_>>(),
+                "choice points after {}", kind
+            );
+            prop_assert_eq!(graph.variant(), rebuilt.variant(), "variant after {}", kind);
         }
     }
 }

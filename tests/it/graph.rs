@@ -2,7 +2,7 @@
 //! ordering hook, contraction, backtracking, exhaustion, and the variant.
 
 use aot::graph::{ChoiceOrder, FileOrder, Ranked, Recovery, Variant, WorkGraph};
-use aot::journal::event::{self, Event, Record};
+use aot::journal::event::{Event, Record};
 use aot::model::AtomId;
 use aot::state::document::{self, Format};
 use aot::state::{AtomStatus, FailureClass, StateFile};
@@ -49,8 +49,7 @@ impl Driver {
                 at: Timestamp::from_millis(1_767_225_600_000 + self.seq),
                 event,
             };
-            event::apply(&mut self.state, &record);
-            assert!(self.graph.apply(&record.event));
+            aot::journal::fold::apply_with(&mut self.state, &mut [&mut self.graph], &record);
             let after = self.graph.variant();
             assert!(
                 after < before,

@@ -1,7 +1,7 @@
 //! The store: journal before save, atomic replace, hand edits merged or set
 //! aside (never overwritten), recovery after a crash, and the two locks.
 
-use aot::journal::event::{self, Event};
+use aot::journal::event::Event;
 use aot::journal::{self, Journal};
 use aot::model::time::Timestamp;
 use aot::state::document;
@@ -28,7 +28,7 @@ fn solved(atom: &str) -> Vec<Event> {
 fn assert_replay_agrees(path: &std::path::Path) {
     let file = document::read(path).unwrap().state;
     let contents = journal::read(&journal::path_for(path)).unwrap();
-    let replayed = event::fold(contents.records.iter().take_while(|r| r.seq <= file.run.revision)).unwrap();
+    let replayed = journal::fold(contents.records.iter().take_while(|r| r.seq <= file.run.revision)).unwrap();
     assert_eq!(replayed, file);
 }
 
