@@ -854,6 +854,8 @@ impl<'a> Engine<'a> {
         let parallel = self.state.objective.constraints.max_parallel_agents().max(1) as usize;
         let max_attempts = 1 + self.state.objective.constraints.max_retries();
         let mut running: JoinSet<(AtomId, JobResult)> = JoinSet::new();
+        // Which atom each task works on, for a task that panics or is aborted.
+        let mut tasks: HashMap<tokio::task::Id, AtomId> = HashMap::new();
         let mut in_flight: HashSet<AtomId> = HashSet::new();
         let mut failures = Vec::new();
         let mut finished: Vec<(AtomId, Finish)> = Vec::new();
@@ -901,12 +903,14 @@ impl<'a> Engine<'a> {
                             atom: alt.clone(),
                             attempt,
                         }])?;
+                        // A redirect folded in with that record may have removed it.
+                        let Some(job) = self.job(&alt, attempt) else { continue };
                         let token = self.cancel.child_token();
                         races
                             .entry(group.clone())
                             .or_default()
                             .insert(alt.clone(), token.clone());
-                        running.spawn(run_job(self.job(&alt, attempt), token));
+                        tasks.insert(running.spawn(run_job(job, token)).id(), alt.clone());
                         in_flight.insert(alt);
                     }
                 }
@@ -920,9 +924,13 @@ impl<'a> Engine<'a> {
                         atom: atom.clone(),
                         attempt,
                     }])?;
-                    let job = self.job(&atom, attempt);
+                    // A redirect folded in with that record may have removed it.
+                    let Some(job) = self.job(&atom, attempt) else { continue };
+                    tasks.insert(
+                        running.spawn(run_job(job, self.round_cancel.child_token())).id(),
+                        atom.clone(),
+                    );
                     in_flight.insert(atom);
-                    running.spawn(run_job(job, self.round_cancel.child_token()));
                 }
             }
             if self.state.control.stop_requested {
@@ -932,14 +940,34 @@ impl<'a> Engine<'a> {
                 break;
             }
             let joined = tokio::select! {
-                joined = running.join_next() => joined,
+                joined = running.join_next_with_id() => joined,
                 changed = Self::next_change(&mut self.watch) => {
                     self.on_change(changed).await?;
                     continue;
                 }
             };
             let Some(joined) = joined else { break };
-            let Ok((atom, result)) = joined else { continue };
+            let (atom, result) = match joined {
+                Ok((id, (atom, result))) => {
+                    tasks.remove(&id);
+                    (atom, result)
+                }
+                // A worker task that panicked or was aborted ends its attempt
+                // as an environmental failure: its atom never stays running.
+                Err(error) => {
+                    let Some(atom) = tasks.remove(&error.id()) else {
+                        continue;
+                    };
+                    let message = format!("the worker task ended abnormally: {error}");
+                    let failed = JobResult::Failed {
+                        class: FailureClass::Environmental,
+                        criterion: Criterion::Run,
+                        message,
+                        probe_failed: None,
+                    };
+                    (atom, failed)
+                }
+            };
             in_flight.remove(&atom);
             // A redirect may have removed, overridden or reset the atom while it
             // ran: its result belongs to work that no longer exists.
@@ -1146,8 +1174,9 @@ impl<'a> Engine<'a> {
         out
     }
 
-    fn job(&self, atom_id: &str, attempt: u32) -> Job {
-        let atom = &self.state.graph.atoms[atom_id];
+    /// The work for an attempt; `None` when the atom no longer exists.
+    fn job(&self, atom_id: &str, attempt: u32) -> Option<Job> {
+        let atom = self.state.graph.atoms.get(atom_id)?;
         let bindings = &self.state.bindings;
         let render = |text: &str| template::render(text, bindings).unwrap_or_else(|_| text.to_string());
         let cwd = atom.cwd.as_ref().map_or_else(|| self.dir.clone(), |c| self.dir.join(c));
@@ -1182,12 +1211,12 @@ impl<'a> Engine<'a> {
         let run = match (&atom.run, &atom.agent) {
             (Some(run), _) => spec(render(run), None),
             (None, Some(task)) => {
-                let prompt = self.prompt(atom_id, &render(task), &history);
+                let prompt = self.prompt(atom_id, atom, &render(task), &history);
                 spec(self.agent_command().unwrap_or_default(), Some(prompt))
             }
             (None, None) => spec("true".into(), None),
         };
-        Job {
+        Some(Job {
             atom: atom_id.into(),
             run,
             checks: atom.check.iter().map(|c| spec(render(c), None)).collect(),
@@ -1196,11 +1225,10 @@ impl<'a> Engine<'a> {
                 .environmental_exit_codes
                 .clone()
                 .unwrap_or_else(|| Atom::DEFAULT_ENVIRONMENTAL_EXIT_CODES.to_vec()),
-        }
+        })
     }
 
-    fn prompt(&self, atom_id: &str, task: &str, history: &[Reflection]) -> String {
-        let atom = &self.state.graph.atoms[atom_id];
+    fn prompt(&self, atom_id: &str, atom: &Atom, task: &str, history: &[Reflection]) -> String {
         let list = |items: Vec<String>| {
             if items.is_empty() {
                 "(none)".to_string()
