@@ -425,14 +425,7 @@ impl<'a> Engine<'a> {
     /// Journals `events` (none: only catch up on other processes' records) and
     /// folds every new record into the graph and the observer.
     fn record(&mut self, events: Vec<Event>) -> Result<Vec<Record>, EngineError> {
-        let Engine {
-            store,
-            state,
-            graph,
-            history,
-            ..
-        } = self;
-        let records = store.record(&mut Views { state, graph, history }, events)?;
+        let records = self.with_views(|store, views| store.record(views, events))?;
         for record in &records {
             self.observer.record(record, &self.state);
         }

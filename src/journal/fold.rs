@@ -424,10 +424,13 @@ pub struct History {
 impl History {
     /// Folds a journal's records (from its start) into a history.
     pub fn of<'a>(records: impl IntoIterator<Item = &'a Record>) -> Self {
-        let mut state = StateFile::new(Objective::default(), IndexMap::new());
+        // The history reads only the effects, not the state they leave.
+        let unused = StateFile::new(Objective::default(), IndexMap::new());
         let mut history = History::default();
         for record in records {
-            apply_with(&mut state, &mut [&mut history], record);
+            for effect in effects(record) {
+                history.effect(&effect, &unused);
+            }
         }
         history
     }
@@ -439,7 +442,7 @@ impl History {
 }
 
 impl Fold for History {
-    fn effect(&mut self, effect: &Effect<'_>, after: &StateFile) {
+    fn effect(&mut self, effect: &Effect<'_>, _after: &StateFile) {
         match effect {
             Effect::Replace(_) => *self = History::default(),
             Effect::Redefine { atoms, .. } => {
@@ -476,6 +479,5 @@ impl Fold for History {
             }
             _ => {}
         }
-        let _ = after;
     }
 }
