@@ -12,8 +12,9 @@
 //! - [`steer`]: the choice order under GGS's blocked sets and memory.
 //! - [`correct`]: user corrections — redirects and the hand-edit classifier.
 //! - [`store`]: the state file and its journal as one durable unit.
-//! - [`engine`]: the loop, and the role traits it drives.
-//! - [`workers`]: workers and validators that run commands and agents.
+//! - [`engine`]: the loop, and the role traits it drives (worker, validator, planner).
+//! - [`planner`]: the default planner — pre-written OR alternatives under GGS directives.
+//! - [`workers`]: the worker and validator that run commands and agent CLIs.
 //!
 //! The `aot` binary (`src/cli/`) wires the implementations and does all I/O
 //! with the user.
@@ -27,6 +28,7 @@ pub mod graph;
 pub mod journal;
 pub mod memory;
 pub mod model;
+pub mod planner;
 pub mod state;
 pub mod steer;
 pub mod store;

@@ -6,6 +6,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use aot::journal::event::{Event, Record};
+use aot::model::text::first_line;
 use aot::{journal, store};
 
 use super::{CliError, Context, EXIT_OK, warn};
@@ -19,10 +20,6 @@ pub struct Args {
     /// Keep printing records as they are written, until the run stops
     #[arg(long, short)]
     follow: bool,
-}
-
-fn first_line(text: &str) -> &str {
-    text.lines().find(|l| !l.trim().is_empty()).unwrap_or("")
 }
 
 /// Returns the readable line(s) for a record, if it deserves any. `verbose`

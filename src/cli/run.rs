@@ -2,12 +2,16 @@
 //! and the stop reason's exit code.
 
 use std::io::{IsTerminal, Write};
+use std::sync::Arc;
 use std::time::Instant;
 
-use aot::engine::{Ended, Engine, Observer, Options};
+use aot::engine::roles::BoxFuture;
+use aot::engine::{Ended, Engine, Observer, Options, Roles};
 use aot::journal::event::{Event, Record};
+use aot::planner::Alternatives;
 use aot::state::{AtomStatus, StateFile};
 use aot::store::{self, Notice, Store};
+use aot::workers::{CommandValidator, CommandWorker};
 use tokio_util::sync::CancellationToken;
 
 use super::{CliError, Context, EXIT_OK, warn};
@@ -108,15 +112,25 @@ impl Observer for Printer {
         }
     }
 
-    fn confirm(&mut self, question: &str) -> bool {
-        let Printer::Live(live) = self else { return false };
+    fn confirm(&mut self, question: &str) -> BoxFuture<'static, bool> {
+        let Printer::Live(live) = self else {
+            return Box::pin(std::future::ready(false));
+        };
         if !std::io::stdin().is_terminal() {
-            return false;
+            return Box::pin(std::future::ready(false));
         }
-        live.bars.suspend(|| {
-            eprint!("{question} [y/N] ");
-            let mut answer = String::new();
-            std::io::stdin().read_line(&mut answer).is_ok() && matches!(answer.trim(), "y" | "Y" | "yes")
+        // The terminal is read on a blocking thread: the loop keeps serving
+        // its workers and watched files while the user thinks.
+        let (bars, question) = (live.bars.clone(), question.to_string());
+        Box::pin(async move {
+            let read = tokio::task::spawn_blocking(move || {
+                bars.suspend(|| {
+                    eprint!("{question} [y/N] ");
+                    let mut answer = String::new();
+                    std::io::stdin().read_line(&mut answer).is_ok() && matches!(answer.trim(), "y" | "Y" | "yes")
+                })
+            });
+            read.await.unwrap_or(false)
         })
     }
 
@@ -229,7 +243,13 @@ pub fn step(ctx: &Context, args: StepArgs) -> Result<i32, CliError> {
 }
 
 fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
-    options.agent_command = std::env::var("AOT_AGENT_CMD").ok().filter(|c| !c.trim().is_empty());
+    let roles = Roles {
+        worker: Arc::new(CommandWorker {
+            agent_override: std::env::var("AOT_AGENT_CMD").ok().filter(|c| !c.trim().is_empty()),
+        }),
+        validator: Arc::new(CommandValidator),
+        planner: Arc::new(Alternatives),
+    };
     options.memory = Some(ctx.memory_path());
     // For tests: the Dreamer's period in milliseconds (default 5 minutes).
     options.dream_every = std::env::var("AOT_DREAM_INTERVAL_MS")
@@ -285,7 +305,7 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
                 }
             }
         });
-        let engine = Engine::new(&mut store, state, clock, options, &mut printer, cancel);
+        let engine = Engine::new(&mut store, state, clock, options, roles, &mut printer, cancel);
         engine.run().await
     });
     drop(printer);

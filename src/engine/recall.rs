@@ -2,61 +2,69 @@
 //! writes after every GGS decision, the background writer that never blocks
 //! the loop, and the background Dreamer.
 
-use std::sync::mpsc;
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 
 use indexmap::IndexMap;
+use tokio::sync::mpsc;
 
-use super::{Engine, EngineError};
+use super::Engine;
+use super::roles::Plan;
 use crate::ggs::{Decision, MacroState, ReplanRequest};
-use crate::graph::WorkGraph;
+use crate::graph::{Ranking, WorkGraph};
 use crate::journal::event::Event;
 use crate::memory::Calibration;
 use crate::memory::{self, Entry, Level, Megram, MemoryFile};
+use crate::model::time::Timestamp;
 use crate::state::{AtomId, AtomStatus, Binding, FailureClass};
-use crate::steer::{Recall, Steer, target};
+use crate::steer::{Recall, Steer, target, unanswered};
 
-/// Appends memory records on a thread of its own, so a slow or failing disk
-/// never blocks or fails the run. The first error is kept for one report.
+/// Batches of memory records queued for the writer at most.
+const WRITER_QUEUE: usize = 16;
+
+/// Appends memory records on a blocking thread of its own, so a slow or
+/// failing disk never blocks or fails the run. The queue is bounded: what it
+/// cannot take yet waits here and goes with the next batch. The first error
+/// is kept for one report.
 pub(super) struct MemoryWriter {
     tx: Option<mpsc::Sender<Vec<Entry>>>,
-    handle: Option<JoinHandle<()>>,
+    pending: Vec<Entry>,
+    handle: Option<tokio::task::JoinHandle<()>>,
     error: Arc<Mutex<Option<String>>>,
     reported: bool,
 }
 
 impl MemoryWriter {
     pub(super) fn start(file: MemoryFile) -> Self {
-        let (tx, rx) = mpsc::channel::<Vec<Entry>>();
+        let (tx, mut rx) = mpsc::channel::<Vec<Entry>>(WRITER_QUEUE);
         let error = Arc::new(Mutex::new(None));
         let slot = error.clone();
-        let handle = std::thread::Builder::new()
-            .name("aot-memory".into())
-            .spawn(move || {
-                for batch in rx {
-                    if let Err(e) = file.append(&batch)
-                        && let Ok(mut slot) = slot.lock()
-                    {
-                        slot.get_or_insert(e.to_string());
-                    }
+        let handle = tokio::task::spawn_blocking(move || {
+            while let Some(batch) = rx.blocking_recv() {
+                if let Err(e) = file.append(&batch)
+                    && let Ok(mut slot) = slot.lock()
+                {
+                    slot.get_or_insert(e.to_string());
                 }
-            })
-            .ok();
+            }
+        });
         Self {
             tx: Some(tx),
-            handle,
+            pending: Vec::new(),
+            handle: Some(handle),
             error,
             reported: false,
         }
     }
 
-    pub(super) fn send(&self, entries: Vec<Entry>) {
-        if let Some(tx) = &self.tx
-            && !entries.is_empty()
-        {
-            // A closed channel means the thread could not start: nothing to do.
-            let _ = tx.send(entries);
+    pub(super) fn send(&mut self, entries: Vec<Entry>) {
+        self.pending.extend(entries);
+        let Some(tx) = &self.tx else { return };
+        if self.pending.is_empty() {
+            return;
+        }
+        if let Err(mpsc::error::TrySendError::Full(batch)) = tx.try_send(std::mem::take(&mut self.pending)) {
+            self.pending = batch;
         }
     }
 
@@ -71,17 +79,15 @@ impl MemoryWriter {
     }
 
     /// Waits for every queued write.
-    pub(super) fn finish(&mut self) {
-        self.tx = None;
-        if let Some(handle) = self.handle.take() {
-            let _ = handle.join();
+    pub(super) async fn finish(&mut self) {
+        if let Some(tx) = self.tx.take()
+            && !self.pending.is_empty()
+        {
+            let _ = tx.send(std::mem::take(&mut self.pending)).await;
         }
-    }
-}
-
-impl Drop for MemoryWriter {
-    fn drop(&mut self) {
-        self.finish();
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.await;
+        }
     }
 }
 
@@ -91,72 +97,164 @@ fn pair(atoms: &IndexMap<AtomId, crate::state::Atom>, id: &str) -> Option<(Strin
     Some((atom.tool()?, target(id, atom)))
 }
 
-impl Engine<'_> {
-    /// Runs `f` with the choice order every choice goes through: the blocked
-    /// sets, `directive` (with the failed tools), and memory calibration. The
-    /// calibrations made are journaled before what `f` returns is.
-    pub(super) fn steered<R>(
-        &mut self,
-        directive: Option<(MacroState, &[String])>,
-        f: impl FnOnce(&WorkGraph, &Steer<'_>, &IndexMap<AtomId, Binding>) -> R,
-    ) -> Result<R, EngineError> {
-        let now = self.clock.now();
-        let yes = self.options.yes;
-        let Engine {
-            memory,
-            observer,
-            state,
-            graph,
-            cautions,
-            ..
-        } = self;
-        let observer = &mut **observer;
-        let mut confirm = |alt: &str, pair: &str| -> bool {
-            if yes {
-                return true;
-            }
-            *cautions.entry(pair.to_string()).or_insert_with(|| {
-                observer.confirm(&format!(
-                    "memory is split on {pair} (alternative `{alt}`): it both worked and failed before. Run it?"
-                ))
+/// What a steered operation returns, with the calibrations it made.
+pub(super) trait Calibrations {
+    /// The calibrations in it.
+    fn calibrations(&self) -> Vec<&Calibration>;
+}
+
+impl Calibrations for Vec<Event> {
+    fn calibrations(&self) -> Vec<&Calibration> {
+        self.iter()
+            .filter_map(|e| match e {
+                Event::Calibrated { calibration } => Some(&**calibration),
+                _ => None,
             })
-        };
-        let recall = Recall::new(memory, now, &mut confirm);
-        let mut steer = Steer::new(&state.graph.atoms, &state.run.ggs).with_recall(&recall);
-        if let Some((directive, failed_tools)) = directive {
-            steer = steer.directed(directive, failed_tools);
+            .collect()
+    }
+}
+
+impl Calibrations for Ranking {
+    fn calibrations(&self) -> Vec<&Calibration> {
+        self.calibration.iter().collect()
+    }
+}
+
+impl Calibrations for Plan {
+    fn calibrations(&self) -> Vec<&Calibration> {
+        match self {
+            Plan::Changes(events) | Plan::Exhausted { events, .. } => events.calibrations(),
         }
-        let result = f(graph, &steer, &state.bindings);
-        drop(steer);
-        let (calibrations, recalled) = recall.take();
-        self.calibrated(calibrations, recalled)?;
-        Ok(result)
+    }
+}
+
+impl<T: Calibrations, U> Calibrations for (T, U) {
+    fn calibrations(&self) -> Vec<&Calibration> {
+        self.0.calibrations()
+    }
+}
+
+impl Engine<'_> {
+    /// Loads the memory off the loop's task; a memory that cannot be read is
+    /// reported and the run goes on without it (and does not write it either).
+    pub(super) async fn open_memory(&mut self) {
+        let Some(path) = self.options.memory.clone() else {
+            return;
+        };
+        let file = MemoryFile::new(path.clone());
+        let loaded = tokio::task::spawn_blocking(move || {
+            let loaded = file.load();
+            (file, loaded)
+        })
+        .await;
+        match loaded {
+            Ok((file, Ok(loaded))) => {
+                if !loaded.skipped.is_empty() {
+                    self.observer.warn(&format!(
+                        "memory: {} line(s) of {} could not be read and are ignored",
+                        loaded.skipped.len(),
+                        path.display()
+                    ));
+                }
+                self.memory = loaded.memory;
+                self.writer = Some(MemoryWriter::start(file));
+            }
+            Ok((_, Err(e))) => {
+                self.observer
+                    .warn(&format!("memory could not be read ({e}); the run goes on without it"));
+            }
+            Err(e) => {
+                self.observer
+                    .warn(&format!("memory could not be read ({e}); the run goes on without it"));
+            }
+        }
     }
 
-    /// Journals calibrations, keeps their constraints for agent prompts, and
-    /// records the recall of the Megrams they used.
-    fn calibrated(&mut self, calibrations: Vec<Calibration>, mut recalled: Vec<String>) -> Result<(), EngineError> {
-        for c in &calibrations {
-            self.must_not.extend(c.must_not.iter().cloned());
-            self.should_prefer.extend(c.should_prefer.iter().cloned());
+    /// Waits until every Megram of the run is written.
+    pub(super) async fn close_memory(&mut self) {
+        let Some(writer) = &mut self.writer else { return };
+        writer.finish().await;
+        if let Some(error) = writer.take_error() {
+            self.observer.warn(&format!(
+                "memory could not be written ({error}); the run went on without it"
+            ));
         }
-        let events = calibrations
+    }
+
+    /// The memory as the choice order reads it at `now`, with this run's Caution answers.
+    pub(super) fn recall(&self, now: Timestamp) -> Recall<'_> {
+        Recall::new(&self.memory, now, &self.cautions, self.options.yes)
+    }
+
+    /// Runs `f` with the choice order every choice goes through: the blocked
+    /// sets, `directive` (with the failed tools), and memory calibration. When
+    /// a calibration meets a Caution pair nobody was asked about, the user is
+    /// asked (outside the ranking) and `f` runs again with the answer.
+    pub(super) async fn steered<R: Calibrations>(
+        &mut self,
+        directive: Option<(MacroState, &[String])>,
+        f: impl Fn(&WorkGraph, &Steer<'_>, &IndexMap<AtomId, Binding>) -> R,
+    ) -> R {
+        let now = self.clock.now();
+        loop {
+            let result = {
+                let mut steer = Steer::new(&self.state.graph.atoms, &self.state.run.ggs).with_recall(self.recall(now));
+                if let Some((directive, failed_tools)) = directive {
+                    steer = steer.directed(directive, failed_tools);
+                }
+                f(&self.graph, &steer, &self.state.bindings)
+            };
+            if !self.ask_cautions(&result).await {
+                return result;
+            }
+        }
+    }
+
+    /// Asks about the Caution pairs `result`'s calibrations left unanswered;
+    /// `false` when there were none. Each pair is asked once per run.
+    pub(super) async fn ask_cautions(&mut self, result: &impl Calibrations) -> bool {
+        let questions: Vec<(AtomId, String)> = result
+            .calibrations()
             .into_iter()
-            .map(|calibration| Event::Calibrated {
-                calibration: Box::new(calibration),
-            })
+            .flat_map(unanswered)
+            .map(|(alt, pair)| (alt.clone(), pair))
             .collect();
-        self.record(events)?;
+        let mut asked = false;
+        for (alt, pair) in questions {
+            if self.cautions.contains_key(&pair) {
+                continue;
+            }
+            let question =
+                format!("memory is split on {pair} (alternative `{alt}`): it both worked and failed before. Run it?");
+            let answer = self.observer.confirm(&question).await;
+            self.cautions.insert(pair, answer);
+            asked = true;
+        }
+        asked
+    }
+
+    /// Keeps the constraints of the calibrations among `events` for agent
+    /// prompts, and records the recall of the Megrams they used.
+    pub(super) fn calibrated(&mut self, events: &[Event]) {
+        let mut recalled: Vec<String> = Vec::new();
+        for event in events {
+            let Event::Calibrated { calibration } = event else {
+                continue;
+            };
+            self.must_not.extend(calibration.must_not.iter().cloned());
+            self.should_prefer.extend(calibration.should_prefer.iter().cloned());
+            recalled.extend(crate::steer::recalled(&self.memory, calibration));
+        }
         recalled.sort();
         recalled.dedup();
         if !recalled.is_empty() {
+            let at = self.clock.now();
             self.remember(vec![Entry::Recalled {
                 v: memory::MEMORY_VERSION,
-                at: self.clock.now(),
+                at,
                 ids: recalled,
             }]);
         }
-        Ok(())
     }
 
     /// Applies memory records here and hands them to the writer.
@@ -205,7 +303,7 @@ impl Engine<'_> {
             return;
         }
         let mut entries = Vec::new();
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = HashSet::new();
         for outcome in &request.outcomes {
             let Some(failed) = outcome.verdicts.iter().find(|v| !v.passed) else {
                 continue;
@@ -250,7 +348,7 @@ impl Engine<'_> {
             .filter_map(|(id, a)| Some((id.clone(), a.chosen.clone()?)))
             .collect();
         let mut entries = Vec::new();
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = HashSet::new();
         for (group, alt) in solved {
             let Some((tool, target)) = pair(&self.state.graph.atoms, &alt) else {
                 continue;

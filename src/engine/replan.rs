@@ -1,20 +1,25 @@
-//! The fan-in gate (seed R4b) and the application of GGS directives.
+//! The fan-in gate (seed R4b): where a GGS decision is made and applied.
 //!
 //! After a round with failures, or when every atom is solved but the base case
 //! fails, the engine builds a [`ReplanRequest`] from what the round did, asks
-//! [`ggs::decide`], journals the decision, and applies it to the graph:
-//! refine re-dispatches the failed atoms with their corrections; change_path,
-//! change_approach, break_symmetry and success recover through OR choices
-//! steered by the blocked sets ([`Steer`]); abandon stops with a FinalResult.
+//! [`ggs::decide`], journals the decision and writes its Megrams. An abandon
+//! stops with a FinalResult; any other directive goes to the [`Planner`], whose
+//! plan is journaled — or, when it has no way forward, the run stops
+//! `exhausted`.
+//!
+//! [`Planner`]: super::Planner
 
 use std::collections::HashSet;
 
-use super::{Ended, Engine, EngineError, Finish, first_line, last_lines};
+use super::roles::{Plan, PlanRequest};
+use super::round::Finish;
+use super::{Ended, Engine, EngineError};
 use crate::ggs::{self, AttemptGap, Decision, FinalResult, MacroState, Outcome, ReplanRequest, Verdict};
-use crate::graph::{ChoiceOrder, Recovery};
+use crate::graph::ChoiceOrder;
 use crate::journal::event::Event;
 use crate::model::Criterion;
-use crate::state::{Atom, AtomId, AtomStatus, Evidence, FailureClass, StopReason, TrailEntry};
+use crate::model::text::first_line;
+use crate::state::{Atom, AtomId, AtomStatus, Evidence, FailureClass, StopReason};
 use crate::steer::{Steer, target};
 
 /// Summaries an abandon's FinalResult lists.
@@ -180,7 +185,7 @@ impl Engine<'_> {
         self.graph
             .selected_failures()
             .map(|id| {
-                let class = self.failure_of(id).map_or(FailureClass::Logical, |f| f.0);
+                let class = self.state.last_failure(id).map_or(FailureClass::Logical, |f| f.0);
                 (AtomId::from(id), class)
             })
             .collect()
@@ -188,7 +193,7 @@ impl Engine<'_> {
 
     /// The fan-in gate: asks GGS about a failed round and applies its directive.
     /// `None`: the run goes on; `Some`: it ended (abandoned or exhausted).
-    pub(super) fn replan(
+    pub(super) async fn replan(
         &mut self,
         finished: &[(AtomId, Finish)],
         failures: Vec<(AtomId, FailureClass)>,
@@ -201,10 +206,40 @@ impl Engine<'_> {
         if failures.is_empty() && base_case.is_none() {
             return Ok(None);
         }
+        let request = self.request(finished, &failures, base_case);
+        let config = self.state.objective.constraints.ggs();
+        let decision = ggs::decide(&request, &self.state.run.ggs, &config);
+        self.record(vec![Event::GgsDecided {
+            decision: Box::new(decision.clone()),
+        }])?;
+        self.remember_decision(&request, &decision);
+        if decision.directive == MacroState::Abandon {
+            return self.abandon(&decision).map(Some);
+        }
+        match self.planned(&decision, &failures, base_case).await {
+            Plan::Changes(events) => {
+                self.record(events)?;
+                Ok(None)
+            }
+            Plan::Exhausted { events, message } => {
+                self.record(events)?;
+                self.stop(StopReason::Exhausted, message, base_case.cloned()).map(Some)
+            }
+        }
+    }
+
+    /// What GGS is asked: every finished atom's verdicts, the failures the
+    /// round did not finish (carried over from an earlier run), the base case.
+    fn request(
+        &self,
+        finished: &[(AtomId, Finish)],
+        failures: &[(AtomId, FailureClass)],
+        base_case: Option<&Evidence>,
+    ) -> ReplanRequest {
         let mut outcomes: Vec<Outcome> = finished.iter().map(|(id, f)| self.outcome(id, f)).collect();
-        for (atom, class) in &failures {
+        for (atom, class) in failures {
             if !finished.iter().any(|(id, _)| id == atom) {
-                let criterion = self.failure_of(atom).map_or(Criterion::Run, |f| f.1.clone());
+                let criterion = self.state.last_failure(atom).map_or(Criterion::Run, |f| f.1.clone());
                 outcomes.push(self.outcome(
                     atom,
                     &Finish::Failed {
@@ -216,162 +251,41 @@ impl Engine<'_> {
         }
         outcomes.extend(base_case.map(Self::base_case_outcome));
         let constraints = &self.state.objective.constraints;
-        let request = ReplanRequest {
+        ReplanRequest {
             outcomes,
             elapsed_ms: self.elapsed_ms(),
             time_budget_ms: constraints.time_budget().as_millis() as u64,
             replans: self.state.run.replans,
             max_replans: constraints.max_replans(),
-        };
-        let config = constraints.ggs();
-        let decision = ggs::decide(&request, &self.state.run.ggs, &config);
-        self.record(vec![Event::GgsDecided {
-            decision: Box::new(decision.clone()),
-        }])?;
-        self.remember_decision(&request, &decision);
-
-        if decision.directive == MacroState::Abandon {
-            return self.abandon(&decision).map(Some);
-        }
-        let mut to_recover = failures;
-        if decision.directive == MacroState::Refine {
-            let steer = Steer::new(&self.state.graph.atoms, &self.state.run.ggs);
-            let (refine, rest): (Vec<_>, Vec<_>) = to_recover.into_iter().partition(|(atom, _)| {
-                self.state.graph.atoms.get(atom).is_some_and(|a| a.or.is_none()) && steer.blocked(atom).is_none()
-            });
-            if !refine.is_empty() {
-                let atoms = refine.into_iter().map(|(atom, _)| atom).collect();
-                self.record(vec![Event::AtomsRefined { atoms }])?;
-            }
-            to_recover = rest;
-        }
-        for (atom, class) in to_recover {
-            if self.graph.status(&atom) != Some(AtomStatus::Failed) || !self.graph.is_selected(&atom) {
-                continue;
-            }
-            let directed = Some((decision.directive, decision.failed_tools.as_slice()));
-            let recovery = self.steered(directed, |graph, steer, bindings| {
-                graph.recover(&atom, class, steer, bindings)
-            })?;
-            match recovery {
-                Recovery::Backtrack { events } => {
-                    self.record(events)?;
-                }
-                Recovery::Exhausted { atom, tried, events } => {
-                    self.record(events)?;
-                    let failure = self.last_failure(&atom);
-                    let message = if tried.is_empty() {
-                        format!("{failure}; no OR atom above it has an alternative left")
-                    } else {
-                        format!(
-                            "{failure}; no alternative left under {} ({})",
-                            decision.directive,
-                            tried.join("; ")
-                        )
-                    };
-                    return self.stop(StopReason::Exhausted, message, None).map(Some);
-                }
-            }
-        }
-        self.revise_choices()?;
-        if let Some(evidence) = base_case
-            && !self.switch_latest(&decision)?
-        {
-            let message = format!(
-                "every atom is solved but the base case still fails ({}): {}; no alternative left under {}",
-                evidence.exit_code.map_or("killed".into(), |c| format!("exit {c}")),
-                last_lines(&evidence.output_tail, 3),
-                decision.directive
-            );
-            return self
-                .stop(StopReason::Exhausted, message, Some(evidence.clone()))
-                .map(Some);
-        }
-        Ok(None)
-    }
-
-    /// Switches choices made before the latest blocks when nothing they would
-    /// run has started and their plan now uses a blocked tool or target: a
-    /// blocked tool is not run again through a choice already made. A choice
-    /// with no qualifying alternative is left as it is.
-    fn revise_choices(&mut self) -> Result<(), EngineError> {
-        let atoms = &self.state.graph.atoms;
-        let stale: Vec<(AtomId, AtomId)> = self
-            .graph
-            .choice_groups()
-            .filter(|g| self.graph.is_selected(g))
-            .filter_map(|g| Some((AtomId::from(g), atoms.get(g)?.chosen.clone()?)))
-            .filter(|(_, chosen)| {
-                let plan = self.graph.plan(chosen);
-                let untouched = plan.iter().all(|id| {
-                    atoms
-                        .get(*id)
-                        .is_some_and(|a| a.status == AtomStatus::Pending && a.attempts == 0)
-                });
-                let steer = Steer::new(atoms, &self.state.run.ggs);
-                !plan.is_empty() && untouched && steer.refusal(&self.graph, chosen).is_some()
-            })
-            .collect();
-        for (group, _) in stale {
-            self.switch_choice(&group, None)?;
-        }
-        Ok(())
-    }
-
-    /// An atom's last failure in the trail: class, criterion, message.
-    pub(super) fn failure_of(&self, id: &str) -> Option<(FailureClass, &Criterion, &str)> {
-        self.state.trail.iter().rev().find_map(|t| match t {
-            TrailEntry::Failure {
-                atom,
-                class,
-                criterion,
-                message,
-                ..
-            } if atom == id => Some((*class, criterion, message.as_str())),
-            _ => None,
-        })
-    }
-
-    /// Switches `group` to the best alternative the choice order allows
-    /// (`directed`: under a directive); `false` when none qualifies.
-    fn switch_choice(&mut self, group: &str, directed: Option<(MacroState, &[String])>) -> Result<bool, EngineError> {
-        let events = self.steered(directed, |graph, steer, bindings| {
-            let candidates = graph.untried(group);
-            let best = steer.rank(graph, group, &candidates).into_iter().next()?;
-            graph.force_choice(group, &best.id, bindings)
-        })?;
-        match events {
-            Some(events) => {
-                self.record(events)?;
-                Ok(true)
-            }
-            None => Ok(false),
         }
     }
 
-    /// With every atom solved and the base case failing, switches the most
-    /// recent OR choice that has an alternative the directive allows.
-    fn switch_latest(&mut self, decision: &Decision) -> Result<bool, EngineError> {
-        let mut groups: Vec<AtomId> = Vec::new();
-        for entry in self.state.trail.iter().rev() {
-            let group = match entry {
-                TrailEntry::OrChoice { group, .. } | TrailEntry::Backtrack { group, .. } => group,
-                _ => continue,
-            };
-            if !groups.contains(group) {
-                groups.push(group.clone());
+    /// Asks the planner to act on `decision`; a plan whose calibrations met a
+    /// Caution pair nobody was asked about is made again after asking.
+    async fn planned(
+        &mut self,
+        decision: &Decision,
+        failures: &[(AtomId, FailureClass)],
+        base_case: Option<&Evidence>,
+    ) -> Plan {
+        let planner = self.roles.planner.clone();
+        let now = self.clock.now();
+        loop {
+            let plan = planner
+                .plan(PlanRequest {
+                    decision,
+                    failures,
+                    base_case,
+                    state: &self.state,
+                    graph: &self.graph,
+                    recall: Some(self.recall(now)),
+                    at: now,
+                })
+                .await;
+            if !self.ask_cautions(&plan).await {
+                return plan;
             }
         }
-        for group in groups {
-            if !self.graph.is_selected(&group) {
-                continue;
-            }
-            let directed = Some((decision.directive, decision.failed_tools.as_slice()));
-            if self.switch_choice(&group, directed)? {
-                return Ok(true);
-            }
-        }
-        Ok(false)
     }
 
     /// Stops with the abandon FinalResult: the partial result and what to do next.
@@ -382,7 +296,8 @@ impl Engine<'_> {
             .iter()
             .map(|atom| {
                 let (criterion, message) = self
-                    .failure_of(atom)
+                    .state
+                    .last_failure(atom)
                     .map(|(_, criterion, message)| (criterion.to_string(), first_line(message).to_string()))
                     .unwrap_or_default();
                 (atom.clone(), criterion, message)
@@ -397,6 +312,7 @@ impl Engine<'_> {
                 let candidates = self.graph.untried(group);
                 let usable: Vec<AtomId> = steer
                     .rank(&self.graph, group, &candidates)
+                    .ranked
                     .into_iter()
                     .map(|r| r.id)
                     .collect();

@@ -23,6 +23,7 @@ use petgraph::visit::EdgeRef;
 
 use crate::journal::event::Event;
 use crate::journal::fold::{Effect, Fold};
+use crate::memory::Calibration;
 use indexmap::IndexMap;
 
 use crate::state::{AtomId, AtomStatus, Binding, FailureClass, StateFile, TrailEntry};
@@ -48,11 +49,29 @@ pub struct Ranked {
     pub last_resort: bool,
 }
 
+/// A ranking of an OR atom's alternatives, and what memory said about them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Ranking {
+    /// Best first.
+    pub ranked: Vec<Ranked>,
+    /// Memory's calibration of the alternatives (journaled as `calibrated`).
+    pub calibration: Option<Calibration>,
+}
+
+impl Ranking {
+    /// The `calibrated` event to journal before what the ranking decided, if any.
+    pub fn event(&self) -> Option<Event> {
+        self.calibration.clone().map(|calibration| Event::Calibrated {
+            calibration: Box::new(calibration),
+        })
+    }
+}
+
 /// Orders the untried alternatives of an OR atom; may drop some (e.g. those
 /// using a blocked tool): GGS directives and memory calibration implement it.
 pub trait ChoiceOrder {
     /// Returns `candidates` (untried, unblocked, in file order) ranked best first.
-    fn rank(&self, graph: &WorkGraph, group: &str, candidates: &[&str]) -> Vec<Ranked>;
+    fn rank(&self, graph: &WorkGraph, group: &str, candidates: &[&str]) -> Ranking;
 
     /// Says why `candidate` is left out of the ranking, if it is.
     fn refusal(&self, _graph: &WorkGraph, _candidate: &str) -> Option<String> {
@@ -65,8 +84,8 @@ pub trait ChoiceOrder {
 pub struct FileOrder;
 
 impl ChoiceOrder for FileOrder {
-    fn rank(&self, _: &WorkGraph, _: &str, candidates: &[&str]) -> Vec<Ranked> {
-        candidates
+    fn rank(&self, _: &WorkGraph, _: &str, candidates: &[&str]) -> Ranking {
+        let ranked = candidates
             .iter()
             .enumerate()
             .map(|(i, id)| Ranked {
@@ -78,7 +97,11 @@ impl ChoiceOrder for FileOrder {
                     format!("untried alternative #{} in file order", i + 1)
                 },
             })
-            .collect()
+            .collect();
+        Ranking {
+            ranked,
+            calibration: None,
+        }
     }
 }
 
@@ -514,23 +537,26 @@ impl WorkGraph {
 
     /// Plans the choice at an OR atom: the hook ranks the untried alternatives
     /// and the best one is chosen; if it is already solved, the OR atom is
-    /// contracted at once. Empty when nothing is left to choose.
+    /// contracted at once. Without an `or_chosen` event when nothing is left to
+    /// choose (a memory calibration is still returned).
     pub fn choose(&self, group: &str, order: &dyn ChoiceOrder, bindings: &IndexMap<AtomId, Binding>) -> Vec<Event> {
         let candidates = self.untried(group);
-        let ranked = order.rank(self, group, &candidates);
+        let ranking = order.rank(self, group, &candidates);
+        let mut events: Vec<Event> = ranking.event().into_iter().collect();
+        let ranked = ranking.ranked;
         let (Some(best), Some(g)) = (ranked.first(), self.node(group)) else {
-            return Vec::new();
+            return events;
         };
         let Some(to) = self.node(&best.id).filter(|_| candidates.contains(&best.id.as_str())) else {
-            return Vec::new();
+            return events;
         };
         let remaining = ranked.iter().skip(1).map(|r| r.id.clone()).collect();
-        let mut events = vec![Event::OrChosen {
+        events.push(Event::OrChosen {
             group: group.into(),
             chosen: best.id.clone(),
             remaining,
             reason: best.reason.clone(),
-        }];
+        });
         events.extend(self.contract_choice(g, to, bindings));
         events
     }
@@ -670,8 +696,10 @@ impl WorkGraph {
             if let Some(g) = self.owner[v.index()].filter(|g| self.chosen[g.index()] == Some(v)) {
                 let group = self.id(g);
                 let candidates = self.untried(group);
-                let ranked: Vec<Ranked> = order
-                    .rank(self, group, &candidates)
+                let ranking = order.rank(self, group, &candidates);
+                events.extend(ranking.event());
+                let ranked: Vec<Ranked> = ranking
+                    .ranked
                     .into_iter()
                     .filter(|r| candidates.contains(&r.id.as_str()))
                     .collect();

@@ -3,6 +3,7 @@
 
 mod criterion;
 mod id;
+pub mod text;
 pub mod time;
 
 pub use criterion::Criterion;

@@ -607,6 +607,31 @@ impl StateFile {
         }
     }
 
+    /// An atom's last failure in the trail: class, criterion, message.
+    pub fn last_failure(&self, id: &str) -> Option<(FailureClass, &Criterion, &str)> {
+        self.trail.iter().rev().find_map(|t| match t {
+            TrailEntry::Failure {
+                atom,
+                class,
+                criterion,
+                message,
+                ..
+            } if atom == id => Some((*class, criterion, message.as_str())),
+            _ => None,
+        })
+    }
+
+    /// Returns "`id` (criterion): first line of the message" from the atom's
+    /// last failure, for a stop message.
+    pub fn failure_line(&self, id: &str) -> String {
+        match self.last_failure(id) {
+            Some((_, criterion, message)) => {
+                format!("`{id}` ({criterion}): {}", crate::model::text::first_line(message))
+            }
+            None => format!("`{id}`"),
+        }
+    }
+
     /// Returns the engine-owned fields that differ between `self` and `other`,
     /// as dotted paths (`bindings`, `graph.atoms.fetch.status`, ...).
     pub fn engine_differences(&self, other: &StateFile) -> Vec<String> {

@@ -6,48 +6,63 @@
 //! `change_path`, ranks alternatives with the failed tool first. With a
 //! [`Recall`], it also calibrates against memory before the choice (SPEC §6):
 //! Exploit alternatives first, Avoid ones last (tried only when nothing else
-//! remains), Caution ones only when confirmed; each calibration is kept for the
-//! journal.
+//! remains), Caution ones only when confirmed. Ranking is pure: each
+//! calibration is returned with the ranking it explains (for the journal), and
+//! a Caution alternative nobody was asked about yet is marked unanswered — the
+//! engine asks, outside any ranking, and ranks again.
 
-use std::cell::RefCell;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use crate::ggs::{GgsState, MacroState};
-use crate::graph::{ChoiceOrder, Ranked, WorkGraph};
+use crate::graph::{ChoiceOrder, Ranked, Ranking, WorkGraph};
 use crate::memory::{Action, Memory};
 use crate::memory::{Calibration, Recalled};
 use crate::model::time::Timestamp;
 use crate::state::{Atom, AtomId};
 use indexmap::IndexMap;
 
-/// Asks whether a Caution alternative may run (`alt`, `space on entity`).
-pub type Confirm<'a> = dyn FnMut(&str, &str) -> bool + 'a;
-
-/// Memory for calibrating choices.
+/// Memory for calibrating choices, with the user's answers about Caution pairs.
+#[derive(Debug, Clone, Copy)]
 pub struct Recall<'a> {
     memory: &'a Memory,
     now: Timestamp,
-    confirm: RefCell<&'a mut Confirm<'a>>,
-    calibrations: RefCell<Vec<Calibration>>,
-    recalled: RefCell<Vec<String>>,
+    /// Answers by `space on entity`.
+    answers: &'a HashMap<String, bool>,
+    /// Every Caution pair is confirmed (`--yes`).
+    yes: bool,
 }
 
 impl<'a> Recall<'a> {
-    /// Calibrates against `memory` at `now`; `confirm` gates Caution alternatives.
-    pub fn new(memory: &'a Memory, now: Timestamp, confirm: &'a mut Confirm<'a>) -> Self {
+    /// Calibrates against `memory` at `now`; a Caution alternative runs when
+    /// `answers` confirms its pair, or always with `yes`.
+    pub fn new(memory: &'a Memory, now: Timestamp, answers: &'a HashMap<String, bool>, yes: bool) -> Self {
         Self {
             memory,
             now,
-            confirm: RefCell::new(confirm),
-            calibrations: RefCell::new(Vec::new()),
-            recalled: RefCell::new(Vec::new()),
+            answers,
+            yes,
         }
     }
+}
 
-    /// Takes the calibrations made so far and the ids of the Megrams they used.
-    pub fn take(&self) -> (Vec<Calibration>, Vec<String>) {
-        (self.calibrations.take(), self.recalled.take())
-    }
+/// The ids of the Megrams a calibration used (those whose pair was not ignored).
+pub fn recalled(memory: &Memory, calibration: &Calibration) -> Vec<String> {
+    calibration
+        .alternatives
+        .iter()
+        .filter(|r| r.action != Action::Ignore)
+        .flat_map(|r| memory.matching(&r.space, &r.entity))
+        .map(|m| m.id.clone())
+        .collect()
+}
+
+/// A Caution alternative nobody was asked about yet: `(alternative, "space on entity")`.
+pub fn unanswered(calibration: &Calibration) -> impl Iterator<Item = (&AtomId, String)> + '_ {
+    calibration
+        .alternatives
+        .iter()
+        .filter(|r| r.action == Action::Caution && r.confirmed.is_none())
+        .map(|r| (&r.alt, format!("{} on {}", r.space, r.entity)))
 }
 
 fn round4(x: f64) -> f64 {
@@ -66,7 +81,7 @@ pub struct Steer<'a> {
     blocked_targets: &'a BTreeSet<String>,
     directive: Option<MacroState>,
     failed_tools: BTreeSet<String>,
-    recall: Option<&'a Recall<'a>>,
+    recall: Option<Recall<'a>>,
 }
 
 impl<'a> Steer<'a> {
@@ -83,7 +98,7 @@ impl<'a> Steer<'a> {
     }
 
     /// Calibrates every choice against memory.
-    pub fn with_recall(mut self, recall: &'a Recall<'a>) -> Self {
+    pub fn with_recall(mut self, recall: Recall<'a>) -> Self {
         self.recall = Some(recall);
         self
     }
@@ -105,13 +120,13 @@ impl<'a> Steer<'a> {
     }
 
     /// Calibrates `allowed` (in file order) against memory: returns them ranked
-    /// Exploit first (strongest first), Avoid last, and records the calibration.
+    /// Exploit first (strongest first), Avoid last, with the calibration.
     fn calibrate<'c>(
         &self,
         recall: &Recall<'_>,
         group: &str,
         allowed: Vec<&'c str>,
-    ) -> Vec<(&'c str, Option<Recalled>)> {
+    ) -> (Vec<(&'c str, Option<Recalled>)>, Calibration) {
         let mut rows = Vec::new();
         for alt in allowed {
             let Some((space, entity)) = self.tags(alt) else {
@@ -121,16 +136,12 @@ impl<'a> Steer<'a> {
             let matching = recall.memory.matching(&space, &entity);
             let p = crate::memory::Potentials::of(matching.iter().copied(), recall.now);
             let action = p.action();
-            let confirmed = (action == Action::Caution).then(|| {
-                let mut confirm = recall.confirm.borrow_mut();
-                (*confirm)(alt, &format!("{space} on {entity}"))
-            });
-            if action != Action::Ignore {
-                recall
-                    .recalled
-                    .borrow_mut()
-                    .extend(matching.iter().map(|m| m.id.clone()));
-            }
+            // Unanswered (`None`) until the engine has asked.
+            let confirmed = match action {
+                Action::Caution if recall.yes => Some(true),
+                Action::Caution => recall.answers.get(&format!("{space} on {entity}")).copied(),
+                _ => None,
+            };
             rows.push((
                 alt,
                 Some(Recalled {
@@ -171,14 +182,14 @@ impl<'a> Steer<'a> {
             .filter(|r| r.action == Action::Exploit)
             .map(|r| format!("{} (memory: M_dec {:+.2})", pair(r), r.m_dec))
             .collect();
-        recall.calibrations.borrow_mut().push(Calibration {
+        let calibration = Calibration {
             group: group.into(),
             alternatives: rows.iter().filter_map(|(_, r)| r.clone()).collect(),
             order: ranked.iter().map(|(alt, _)| AtomId::from(*alt)).collect(),
             must_not,
             should_prefer,
-        });
-        ranked
+        };
+        (ranked, calibration)
     }
 
     /// The order for the recovery a directive asks for (`failed_tools`: the
@@ -210,7 +221,7 @@ impl<'a> Steer<'a> {
 }
 
 impl ChoiceOrder for Steer<'_> {
-    fn rank(&self, graph: &WorkGraph, group: &str, candidates: &[&str]) -> Vec<Ranked> {
+    fn rank(&self, graph: &WorkGraph, group: &str, candidates: &[&str]) -> Ranking {
         let mut allowed: Vec<&str> = candidates
             .iter()
             .copied()
@@ -247,11 +258,14 @@ impl ChoiceOrder for Steer<'_> {
             Some(r) if r.confirmed == Some(true) => "memory: caution, confirmed; ".to_string(),
             _ => String::new(),
         };
-        let ranked: Vec<(&str, Option<Recalled>)> = match self.recall {
-            Some(recall) => self.calibrate(recall, group, allowed),
-            None => allowed.into_iter().map(|alt| (alt, None)).collect(),
+        let (ranked, calibration) = match &self.recall {
+            Some(recall) => {
+                let (ranked, calibration) = self.calibrate(recall, group, allowed);
+                (ranked, Some(calibration))
+            }
+            None => (allowed.into_iter().map(|alt| (alt, None)).collect(), None),
         };
-        ranked
+        let ranked = ranked
             .into_iter()
             .enumerate()
             .map(|(i, (alt, recalled))| Ranked {
@@ -261,7 +275,8 @@ impl ChoiceOrder for Steer<'_> {
                 id: alt.into(),
                 reason: format!("{}{}", memory(&recalled), reason(alt, i)),
             })
-            .collect()
+            .collect();
+        Ranking { ranked, calibration }
     }
 
     fn refusal(&self, graph: &WorkGraph, candidate: &str) -> Option<String> {
@@ -288,8 +303,8 @@ prep: { run: 'sed -n p f', target: prep }
 c: { run: 'perl fix.pl', target: f }
 ";
 
-    fn ids(ranked: Vec<Ranked>) -> Vec<AtomId> {
-        ranked.into_iter().map(|r| r.id).collect()
+    fn ids(ranking: Ranking) -> Vec<AtomId> {
+        ranking.ranked.into_iter().map(|r| r.id).collect()
     }
 
     #[test]
@@ -325,7 +340,7 @@ c: { run: 'perl fix.pl', target: f }
         // a1 and c use target f; b runs prep (sed, target prep) and python.
         let ranked = steer.rank(&graph, "root", &["a2", "b", "c"]);
         assert_eq!(ids(ranked.clone()), ["a2", "b"]);
-        assert_eq!(ranked[0].reason, "change_path: same tool, another target");
+        assert_eq!(ranked.ranked[0].reason, "change_path: same tool, another target");
         let python_first = Steer::new(&s.graph.atoms, &ggs).directed(MacroState::ChangePath, &["python".into()]);
         assert_eq!(ids(python_first.rank(&graph, "root", &["a2", "b"])), ["b", "a2"]);
     }

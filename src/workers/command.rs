@@ -62,6 +62,17 @@ pub struct CommandResult {
     pub duration: Duration,
 }
 
+/// Says how a command ended, for a message: `exit 2`, `timed out`, ...
+pub fn describe(exit: &Exit) -> String {
+    match exit {
+        Exit::Code(code) => format!("exit {code}"),
+        Exit::Signal(signal) => format!("killed by signal {signal}"),
+        Exit::TimedOut => "timed out".to_string(),
+        Exit::Cancelled => "cancelled".to_string(),
+        Exit::SpawnFailed(why) => why.clone(),
+    }
+}
+
 impl CommandResult {
     /// Returns whether it exited 0.
     pub fn success(&self) -> bool {

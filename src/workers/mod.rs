@@ -1,4 +1,14 @@
-//! Workers: what runs an atom's work. The command runner spawns `bash -c` in
-//! its own process group, with output capture and cancellation.
+//! Workers and validators: the implementations of the engine's roles that run
+//! commands. [`CommandWorker`] runs an atom's `run` command, or an agent CLI
+//! with the rendered prompt on stdin; [`CommandValidator`] runs its `check`
+//! commands and the base case. [`command`] is the process runner under both:
+//! `bash -c` in its own process group, output capture, cancellation.
 
 pub mod command;
+mod prompt;
+mod validator;
+mod worker;
+
+pub use prompt::{AGENT_PROMPT, agent_prompt};
+pub use validator::CommandValidator;
+pub use worker::CommandWorker;

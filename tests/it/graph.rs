@@ -1,7 +1,7 @@
 //! The work graph's rules, one scenario each: readiness, OR choice through the
 //! ordering hook, contraction, backtracking, exhaustion, and the variant.
 
-use aot::graph::{ChoiceOrder, FileOrder, Ranked, Recovery, Variant, WorkGraph};
+use aot::graph::{ChoiceOrder, FileOrder, Ranked, Ranking, Recovery, Variant, WorkGraph};
 use aot::journal::event::{Event, Record};
 use aot::model::AtomId;
 use aot::state::document::{self, Format};
@@ -340,8 +340,8 @@ fn a_failed_action_is_never_chosen_again() {
 struct Reverse;
 
 impl ChoiceOrder for Reverse {
-    fn rank(&self, _: &WorkGraph, _: &str, candidates: &[&str]) -> Vec<Ranked> {
-        candidates
+    fn rank(&self, _: &WorkGraph, _: &str, candidates: &[&str]) -> Ranking {
+        let ranked = candidates
             .iter()
             .rev()
             .filter(|c| **c != "blocked-tool")
@@ -350,7 +350,11 @@ impl ChoiceOrder for Reverse {
                 id: AtomId::from(*c),
                 reason: "preferred by memory".into(),
             })
-            .collect()
+            .collect();
+        Ranking {
+            ranked,
+            calibration: None,
+        }
     }
 }
 
@@ -371,8 +375,8 @@ fn the_ordering_hook_ranks_and_filters_alternatives() {
     );
     struct Nothing;
     impl ChoiceOrder for Nothing {
-        fn rank(&self, _: &WorkGraph, _: &str, _: &[&str]) -> Vec<Ranked> {
-            Vec::new()
+        fn rank(&self, _: &WorkGraph, _: &str, _: &[&str]) -> Ranking {
+            Ranking::default()
         }
     }
     assert_eq!(d.graph.choose("pick", &Nothing, &d.state.bindings), Vec::<Event>::new());

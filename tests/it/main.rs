@@ -5,6 +5,7 @@ mod child;
 mod cli;
 mod common;
 mod crash;
+mod engine;
 mod fold;
 mod ggs;
 mod graph;

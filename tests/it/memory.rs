@@ -442,14 +442,20 @@ mod calibration_props {
                 blocked_tools: blocked.iter().map(|t| TOOLS[*t].to_string()).collect(),
                 ..GgsState::default()
             };
-            let mut confirm = |_: &str, _: &str| yes;
-            let recall = Recall::new(&memory, Timestamp::from_millis(T0), &mut confirm);
-            let steer = Steer::new(&state.graph.atoms, &ggs).with_recall(&recall);
+            // The user answers `yes` about every pair (asked before the ranking).
+            let answers: std::collections::HashMap<String, bool> = state
+                .graph
+                .atoms
+                .iter()
+                .filter_map(|(id, a)| Some((format!("{} on {}", a.tool()?, aot::steer::target(id, a)), yes)))
+                .collect();
+            let recall = Recall::new(&memory, Timestamp::from_millis(T0), &answers, false);
+            let steer = Steer::new(&state.graph.atoms, &ggs).with_recall(recall);
             let candidates: Vec<&str> = ids.iter().map(aot::model::AtomId::as_str).collect();
-            let ranked = steer.rank(&graph, "g", &candidates);
-            let (calibrations, _) = recall.take();
-            prop_assert_eq!(calibrations.len(), 1);
-            let c = &calibrations[0];
+            let ranking = steer.rank(&graph, "g", &candidates);
+            let ranked = ranking.ranked;
+            prop_assert!(ranking.calibration.is_some());
+            let c = ranking.calibration.as_ref().unwrap();
             let allowed: Vec<&str> = candidates.iter().copied().filter(|id| {
                 !ggs.blocked_tools.contains(state.graph.atoms[*id].tool.as_deref().unwrap_or_default())
             }).collect();

@@ -1,0 +1,103 @@
+//! What reaches a running loop from outside: other processes' journal records
+//! (`aot stop`, `aot redirect`) and hand edits of the state file. A hand edit
+//! is classified by [`crate::correct::from_edit`] into corrections, as a
+//! redirect would make them; one that cannot be applied is saved aside.
+
+use std::time::Duration;
+
+use super::{Engine, EngineError};
+use crate::store::DiskEdit;
+use crate::store::watch::{Changed, Watch};
+
+impl Engine<'_> {
+    /// Folds in what other processes recorded (e.g. `aot stop`, `aot redirect`).
+    pub(super) fn sync_external(&mut self) -> Result<(), EngineError> {
+        self.record(Vec::new())?;
+        Ok(())
+    }
+
+    /// Waits for the next change of the watched files (forever, without a watch).
+    pub(super) async fn next_change(watch: &mut Option<Watch>) -> Changed {
+        match watch {
+            Some(w) => match w.changes.recv().await {
+                Some(changed) => changed,
+                None => std::future::pending().await,
+            },
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Reacts to a change of the watched files: other processes' journal
+    /// records, or a hand edit of the state file.
+    pub(super) async fn on_change(&mut self, changed: Changed) -> Result<(), EngineError> {
+        match changed {
+            Changed::Journal => self.sync_external(),
+            Changed::State if self.store.disk_is_ours() => Ok(()),
+            Changed::State => self.take_hand_edit().await,
+        }
+    }
+
+    /// Takes in a hand edit of the state file: a valid one becomes corrections
+    /// (as a redirect would), an invalid one or one of engine-owned fields is
+    /// saved aside and reported, and the loop goes on with its last good state.
+    async fn take_hand_edit(&mut self) -> Result<(), EngineError> {
+        // Another aot process (stop, redirect) writes through the journal: such a
+        // file is explained by it and needs no waiting.
+        self.sync_external()?;
+        if matches!(self.with_views(|store, views| store.hand_edit(views))?, DiskEdit::None) {
+            return Ok(());
+        }
+        // Editors write in several steps (truncate and write, chunks, rename):
+        // wait until the file has been quiet for a moment, then read it once.
+        loop {
+            let quiet = tokio::time::timeout(Duration::from_millis(100), Self::next_change(&mut self.watch)).await;
+            if quiet.is_err() {
+                break;
+            }
+        }
+        // Stops and redirects that arrived meanwhile are taken in first.
+        self.sync_external()?;
+        for _ in 0..10 {
+            let edit = self.with_views(|store, views| store.hand_edit(views))?;
+            let Some(seen) = self.take_disk_edit(edit)? else {
+                return Ok(());
+            };
+            if self.with_views(|store, views| store.overwrite_if(views, seen))? {
+                self.report_preserved();
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies what the file holds: corrections from a valid edit, or the edit
+    /// saved aside. Returns the hash of the text taken in (`None`: no edit).
+    fn take_disk_edit(&mut self, edit: DiskEdit) -> Result<Option<u64>, EngineError> {
+        let (hash, refused, text) = match edit {
+            DiskEdit::None => return Ok(None),
+            DiskEdit::Invalid {
+                diagnostics,
+                hash,
+                text,
+            } => (hash, diagnostics.render(false), text),
+            DiskEdit::Edited {
+                before,
+                after,
+                hash,
+                text,
+            } => match crate::correct::from_edit(&before, &after.state, self.clock.now()) {
+                Ok(events) => {
+                    self.record(events)?;
+                    return Ok(Some(hash));
+                }
+                Err(refused) => (hash, format!("{refused}; "), text),
+            },
+        };
+        let aside = self.store.save_aside(&text)?;
+        self.observer.warn(&format!(
+            "{refused}the edit was not applied; it is saved as {} and the file holds the last good state",
+            aside.display()
+        ));
+        Ok(Some(hash))
+    }
+}

@@ -1,0 +1,213 @@
+//! The roles the engine drives, as traits only it knows.
+//!
+//! The engine decides *what* happens; a role decides *how*:
+//!
+//! - a [`Worker`] does an atom's work (a shell command, an agent CLI; later an
+//!   LLM with tool calls);
+//! - a [`Validator`] judges an atom's criteria once its work is done, and the
+//!   base case (commands; later LLM-judged criteria);
+//! - a [`Planner`] acts on a GGS directive: it changes the plan so the failed
+//!   work can be solved another way (today's OR choices and backtracking; later
+//!   an LLM that writes new atoms).
+//!
+//! The binary wires the implementations (`cli/run.rs`); the engine never names
+//! a concrete one. What a role is handed is everything it needs and nothing it
+//! could use to escape the rules: ids, paths and commands come from the state
+//! file, never from a role's output unchecked.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::ggs::Decision;
+use crate::graph::WorkGraph;
+use crate::journal::Reflection;
+use crate::journal::event::Event;
+use crate::model::Criterion;
+use crate::model::time::Timestamp;
+use crate::state::{Atom, AtomId, Evidence, FailureClass, StateFile, Workers};
+use crate::steer::Recall;
+
+/// A boxed future a role returns (the traits stay object-safe).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One attempt at an atom: what a worker and the validators are handed.
+#[derive(Debug, Clone)]
+pub struct Assignment {
+    /// The atom.
+    pub atom: AtomId,
+    /// This attempt's number (1 = the first).
+    pub attempt: u32,
+    /// The atom as written, with `{{bindings}}` rendered in `run`, `agent`,
+    /// `check` and `probe`.
+    pub spec: Atom,
+    /// Where the work runs: the atom's `cwd` under the state file's directory.
+    pub cwd: PathBuf,
+    /// The environment: the atom's `env`, the bindings of its dependencies,
+    /// `AOT_ATOM`, `AOT_ATTEMPT`, `AOT_STATE` and, on a retry, `AOT_CORRECTION`.
+    pub env: Vec<(String, String)>,
+    /// The state file's `workers` section.
+    pub workers: Option<Workers>,
+    /// What an agent is told beyond its task.
+    pub brief: Brief,
+}
+
+/// What an agent is told about the task around its atom.
+#[derive(Debug, Clone, Default)]
+pub struct Brief {
+    /// The goal of the whole task.
+    pub goal: String,
+    /// The solved dependencies' summaries.
+    pub deps: Vec<(AtomId, String)>,
+    /// Every earlier failed attempt at this atom, oldest first.
+    pub corrections: Vec<Reflection>,
+    /// GGS's blocked tools and targets, and memory's Avoid.
+    pub must_not: Vec<String>,
+    /// Memory's Exploit.
+    pub should_prefer: Vec<String>,
+}
+
+/// How a worker's attempt ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Worked {
+    /// The work is done; the validators judge it next.
+    Done {
+        /// One line on what was done.
+        summary: String,
+        /// The end of the work's output.
+        output: String,
+    },
+    /// The work failed.
+    Failed {
+        /// Logical (the approach) or environmental (the tools).
+        class: FailureClass,
+        /// What was wrong, from the work's output.
+        message: String,
+        /// Independent evidence that the environment is down (a failed
+        /// probe): the atom is blocked instead of retried.
+        blocked: Option<String>,
+    },
+    /// The attempt was cancelled (a stop or a redirect).
+    Cancelled,
+}
+
+/// Does an atom's work.
+pub trait Worker: Send + Sync {
+    /// Why this worker cannot take the state file's atoms (the gate), if it cannot.
+    fn gate(&self, state: &StateFile) -> Result<(), String>;
+
+    /// Does one attempt; ends promptly with [`Worked::Cancelled`] once `cancel` fires.
+    fn work<'a>(&'a self, assignment: &'a Assignment, cancel: &'a CancellationToken) -> BoxFuture<'a, Worked>;
+}
+
+/// A validator's verdict on one criterion.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Judgement {
+    /// The criterion holds.
+    Passed,
+    /// It does not.
+    Failed {
+        /// Logical or environmental.
+        class: FailureClass,
+        /// Why, from the evidence.
+        message: String,
+    },
+    /// This validator cannot judge this kind of criterion (e.g. a plausible
+    /// criterion without an LLM validator): it does not count either way.
+    NotJudged,
+    /// Judging was cancelled.
+    Cancelled,
+}
+
+/// The base case to check.
+#[derive(Debug, Clone)]
+pub struct BaseCaseRun {
+    /// The command whose exit 0 means done.
+    pub command: String,
+    /// The state file's directory.
+    pub cwd: PathBuf,
+    /// `AOT_STATE`.
+    pub env: Vec<(String, String)>,
+    /// Kill after this long.
+    pub timeout: Duration,
+}
+
+/// What checking the base case showed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checked {
+    /// The exit code (`None`: killed or timed out).
+    pub exit_code: Option<i32>,
+    /// The end of its output.
+    pub output: String,
+    /// How long it ran.
+    pub duration: Duration,
+}
+
+/// Judges criteria and the base case.
+pub trait Validator: Send + Sync {
+    /// Judges one criterion (never [`Criterion::Run`], which is the worker's)
+    /// of an atom whose work is done.
+    fn judge<'a>(
+        &'a self,
+        criterion: &'a Criterion,
+        assignment: &'a Assignment,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Judgement>;
+
+    /// Checks the base case; `None` when cancelled.
+    fn base_case<'a>(&'a self, run: &'a BaseCaseRun, cancel: &'a CancellationToken) -> BoxFuture<'a, Option<Checked>>;
+}
+
+/// What a planner is asked after a GGS directive other than abandon.
+pub struct PlanRequest<'a> {
+    /// The decision, with its directive and the failed atoms' tools.
+    pub decision: &'a Decision,
+    /// The atoms that failed for good and still need another way, with their class.
+    pub failures: &'a [(AtomId, FailureClass)],
+    /// The base case's evidence when every atom is solved but it fails.
+    pub base_case: Option<&'a Evidence>,
+    /// The state as it is.
+    pub state: &'a StateFile,
+    /// The work graph of `state`.
+    pub graph: &'a WorkGraph,
+    /// Memory, for calibrating choices (`None`: no memory).
+    pub recall: Option<Recall<'a>>,
+    /// Now, for the records the plan makes.
+    pub at: Timestamp,
+}
+
+/// A planner's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Plan {
+    /// Apply these events, in order; the run goes on.
+    Changes(Vec<Event>),
+    /// No way forward: apply these events (what was tried), then stop
+    /// `exhausted` with this message.
+    Exhausted {
+        /// Events to journal before stopping.
+        events: Vec<Event>,
+        /// Why nothing is left, for the user.
+        message: String,
+    },
+}
+
+/// Changes the plan after a GGS directive.
+pub trait Planner: Send + Sync {
+    /// Plans the recovery the directive asks for.
+    fn plan<'a>(&'a self, request: PlanRequest<'a>) -> BoxFuture<'a, Plan>;
+}
+
+/// The implementations a run uses, wired by the binary.
+#[derive(Clone)]
+pub struct Roles {
+    /// Does atoms' work.
+    pub worker: Arc<dyn Worker>,
+    /// Judges criteria and the base case.
+    pub validator: Arc<dyn Validator>,
+    /// Acts on GGS directives.
+    pub planner: Arc<dyn Planner>,
+}

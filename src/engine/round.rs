@@ -1,0 +1,485 @@
+//! A round: OR choices, dispatch of ready atoms to the worker, judging by the
+//! validator, joins, retries and blocks — until nothing is ready or an atom
+//! fails for good.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::roles::{Assignment, Brief, Judgement, Roles, Worked};
+use super::{Engine, EngineError};
+use crate::journal::Reflection;
+use crate::journal::event::Event;
+use crate::model::Criterion;
+use crate::model::text::tail;
+use crate::state::template;
+use crate::state::{Atom, AtomId, AtomStatus, Binding, FailureClass};
+use crate::steer::Steer;
+
+/// Bytes of output a binding keeps (the end): bindings stand in for solved
+/// atoms in the state file, so 10,000 of them must stay far below the file
+/// size limit. Failure messages and base-case evidence keep the worker's 4 KB.
+pub const BINDING_TAIL: usize = 1024;
+
+/// One attempt's context, handed to the worker as `AOT_CORRECTION`.
+#[derive(Debug, Clone, Serialize)]
+pub struct CorrectionSignal {
+    /// The atom.
+    pub atom: AtomId,
+    /// The attempt about to run.
+    pub attempt: u32,
+    /// The criterion that failed last time.
+    pub failed_criterion: Criterion,
+    /// Logical or environmental.
+    pub class: FailureClass,
+    /// What was wrong, from the tool's output.
+    pub message: String,
+    /// Every earlier failed attempt, oldest first.
+    pub history: Vec<Reflection>,
+}
+
+/// How an atom that finished in a round ended (the fan-in gate's input).
+#[derive(Debug, Clone)]
+pub(super) enum Finish {
+    Solved,
+    Failed { class: FailureClass, criterion: Criterion },
+}
+
+/// What a round did.
+#[derive(Debug, Default)]
+pub(super) struct Round {
+    /// Atoms that finished for good, in order.
+    pub finished: Vec<(AtomId, Finish)>,
+    /// Atoms that failed for good (losing racers excluded).
+    pub failures: Vec<(AtomId, FailureClass)>,
+    /// Whether the run was stopped meanwhile.
+    pub cancelled: bool,
+}
+
+/// How an attempt ended: the worker's result judged by the validator.
+#[derive(Debug)]
+pub(super) enum Attempted {
+    Solved {
+        summary: String,
+        output: String,
+    },
+    Failed {
+        class: FailureClass,
+        criterion: Criterion,
+        message: String,
+        /// The probe's evidence that the environment is down.
+        blocked: Option<String>,
+    },
+    Cancelled,
+}
+
+/// A round in progress.
+#[derive(Default)]
+pub(super) struct Dispatch {
+    pub running: JoinSet<(AtomId, Attempted)>,
+    /// Which atom each task works on, for a task that panics or is aborted.
+    pub tasks: HashMap<tokio::task::Id, AtomId>,
+    pub in_flight: HashSet<AtomId>,
+    /// Speculative OR atoms being raced: group → (alternative → its cancel token).
+    pub races: HashMap<AtomId, HashMap<AtomId, CancellationToken>>,
+    /// The calibrated field of each race: who may run in it, best first.
+    pub race_plans: HashMap<AtomId, Vec<AtomId>>,
+    pub round: Round,
+    /// Attempts cancelled by a stop or a redirect.
+    pub cancelled: Vec<AtomId>,
+}
+
+impl Dispatch {
+    /// Starts an attempt on a task of its own.
+    pub fn spawn(&mut self, roles: &Roles, assignment: Assignment, cancel: CancellationToken) {
+        let atom = assignment.atom.clone();
+        let task = self.running.spawn(attempt(roles.clone(), assignment, cancel));
+        self.tasks.insert(task.id(), atom.clone());
+        self.in_flight.insert(atom);
+    }
+
+    /// What a joined task reports. A task that panicked or was aborted ends
+    /// its attempt as an environmental failure: its atom never stays running.
+    fn joined(
+        &mut self,
+        joined: Result<(tokio::task::Id, (AtomId, Attempted)), tokio::task::JoinError>,
+    ) -> Option<(AtomId, Attempted)> {
+        let (atom, attempted) = match joined {
+            Ok((id, result)) => {
+                self.tasks.remove(&id);
+                result
+            }
+            Err(error) => {
+                let atom = self.tasks.remove(&error.id())?;
+                let failed = Attempted::Failed {
+                    class: FailureClass::Environmental,
+                    criterion: Criterion::Run,
+                    message: format!("the worker task ended abnormally: {error}"),
+                    blocked: None,
+                };
+                (atom, failed)
+            }
+        };
+        self.in_flight.remove(&atom);
+        Some((atom, attempted))
+    }
+
+    fn fail(&mut self, atom: AtomId, class: FailureClass, criterion: Criterion) {
+        self.round.failures.push((atom.clone(), class));
+        self.round.finished.push((atom, Finish::Failed { class, criterion }));
+    }
+}
+
+/// One attempt: the worker's work, then the validator on each criterion in
+/// order, stopping at the first that fails.
+async fn attempt(roles: Roles, assignment: Assignment, cancel: CancellationToken) -> (AtomId, Attempted) {
+    let attempted = match roles.worker.work(&assignment, &cancel).await {
+        Worked::Cancelled => Attempted::Cancelled,
+        Worked::Failed {
+            class,
+            message,
+            blocked,
+        } => Attempted::Failed {
+            class,
+            criterion: Criterion::Run,
+            message,
+            blocked,
+        },
+        Worked::Done { summary, output } => judge(&roles, &assignment, &cancel)
+            .await
+            .unwrap_or(Attempted::Solved { summary, output }),
+    };
+    (assignment.atom, attempted)
+}
+
+/// The first criterion the validator finds failing (or a cancellation); `None`: all hold.
+async fn judge(roles: &Roles, assignment: &Assignment, cancel: &CancellationToken) -> Option<Attempted> {
+    for criterion in assignment.spec.criteria() {
+        if matches!(criterion, Criterion::Run | Criterion::Or) {
+            continue;
+        }
+        match roles.validator.judge(&criterion, assignment, cancel).await {
+            Judgement::Passed | Judgement::NotJudged => {}
+            Judgement::Cancelled => return Some(Attempted::Cancelled),
+            Judgement::Failed { class, message } => {
+                return Some(Attempted::Failed {
+                    class,
+                    criterion,
+                    message,
+                    blocked: None,
+                });
+            }
+        }
+    }
+    None
+}
+
+impl Engine<'_> {
+    /// One round: what finished, what failed for good, and whether it was cancelled.
+    pub(super) async fn round(&mut self) -> Result<Round, EngineError> {
+        let parallel = self.state.objective.constraints.max_parallel_agents().max(1) as usize;
+        let max_attempts = 1 + self.state.objective.constraints.max_retries();
+        let mut d = Dispatch::default();
+        self.round_cancel = self.cancel.child_token();
+        loop {
+            if d.round.failures.is_empty() && !self.round_cancel.is_cancelled() && !self.state.control.stop_requested {
+                self.start_races(&mut d, parallel).await?;
+                self.make_choices(&mut d).await?;
+                self.dispatch_ready(&mut d, parallel)?;
+            }
+            if self.state.control.stop_requested {
+                self.cancel.cancel();
+            }
+            if d.running.is_empty() {
+                break;
+            }
+            let joined = tokio::select! {
+                joined = d.running.join_next_with_id() => joined,
+                changed = Self::next_change(&mut self.watch) => {
+                    self.on_change(changed).await?;
+                    continue;
+                }
+            };
+            let Some((atom, attempted)) = joined.and_then(|j| d.joined(j)) else {
+                continue;
+            };
+            // A redirect may have removed, overridden or reset the atom while it
+            // ran: its result belongs to work that no longer exists.
+            if self.state.graph.atoms.get(&atom).map(|a| a.status) == Some(AtomStatus::Running) {
+                self.settle(&mut d, atom, attempted, max_attempts)?;
+            }
+            if self.last_save.elapsed() > Duration::from_secs(1) {
+                self.save()?;
+            }
+        }
+        if !d.cancelled.is_empty() {
+            // Partial results are discarded: the atoms go back to pending, and the
+            // interrupted attempts do not count against their retries.
+            let events = d
+                .cancelled
+                .drain(..)
+                .map(|atom| Event::AttemptCancelled { atom })
+                .collect();
+            self.record(events)?;
+        }
+        d.round.cancelled = self.cancel.is_cancelled() || self.state.control.stop_requested;
+        Ok(d.round)
+    }
+
+    /// Journals the start of an attempt and hands it to the worker; `false`
+    /// when a redirect folded in with that record removed the atom.
+    pub(super) fn start(
+        &mut self,
+        d: &mut Dispatch,
+        atom: &AtomId,
+        cancel: CancellationToken,
+    ) -> Result<bool, EngineError> {
+        let attempt = self.state.graph.atoms.get(atom).map_or(0, |a| a.attempts) + 1;
+        self.record(vec![Event::AtomStarted {
+            atom: atom.clone(),
+            attempt,
+        }])?;
+        let Some(assignment) = self.assignment(atom, attempt) else {
+            return Ok(false);
+        };
+        d.spawn(&self.roles, assignment, cancel);
+        Ok(true)
+    }
+
+    /// Dispatches ready atoms up to `parallel` in flight.
+    fn dispatch_ready(&mut self, d: &mut Dispatch, parallel: usize) -> Result<(), EngineError> {
+        while d.in_flight.len() < parallel && d.round.failures.is_empty() {
+            let next = self
+                .graph
+                .ready()
+                .find(|id| !d.in_flight.contains(*id))
+                .map(AtomId::from);
+            let Some(atom) = next else { return Ok(()) };
+            let cancel = self.round_cancel.child_token();
+            self.start(d, &atom, cancel)?;
+        }
+        Ok(())
+    }
+
+    /// Takes in an attempt's end: a binding, a retry, a block or a failure.
+    fn settle(
+        &mut self,
+        d: &mut Dispatch,
+        atom: AtomId,
+        attempted: Attempted,
+        max_attempts: u32,
+    ) -> Result<(), EngineError> {
+        let attempt = self.state.graph.atoms.get(&atom).map_or(0, |a| a.attempts);
+        match attempted {
+            Attempted::Cancelled => d.cancelled.push(atom),
+            Attempted::Solved { summary, output } => {
+                let binding = Binding {
+                    summary,
+                    output_tail: tail(&output, BINDING_TAIL),
+                    artifacts: Vec::new(),
+                    at: self.clock.now(),
+                    attempt,
+                };
+                self.race_won(d, &atom)?;
+                let events = self.graph.solve(&atom, binding);
+                self.record(events)?;
+                d.round.finished.push((atom, Finish::Solved));
+            }
+            Attempted::Failed {
+                blocked: Some(probe),
+                message,
+                ..
+            } => self.block(&atom, format!("{message}; {probe}"))?,
+            Attempted::Failed {
+                class,
+                criterion,
+                message,
+                blocked: None,
+            } if attempt < max_attempts => {
+                self.record(vec![Event::AttemptFailed {
+                    atom,
+                    attempt,
+                    class,
+                    criterion,
+                    message,
+                }])?;
+            }
+            Attempted::Failed {
+                class,
+                criterion,
+                message,
+                blocked: None,
+            } => {
+                self.record(vec![Event::AtomFailed {
+                    atom: atom.clone(),
+                    class,
+                    criterion: criterion.clone(),
+                    message,
+                }])?;
+                // A losing racer is not a failure of the graph: its OR atom
+                // fails only when no alternative is left.
+                if !self.race_lost(d, &atom) {
+                    d.fail(atom, class, criterion);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Blocks an atom whose environment is down (two independent signals: its
+    /// work and its probe failed), and the pending atoms that depend on it
+    /// with the same tool.
+    fn block(&mut self, atom: &AtomId, reason: String) -> Result<(), EngineError> {
+        let mut events = vec![Event::AtomBlocked {
+            atom: atom.clone(),
+            reason,
+        }];
+        for dependent in self.cascade(atom) {
+            events.push(Event::AtomBlocked {
+                atom: dependent,
+                reason: format!("depends on blocked `{atom}` with the same tool"),
+            });
+        }
+        self.record(events)?;
+        Ok(())
+    }
+
+    /// Chooses at every OR atom waiting for a choice (speculative ones being
+    /// raced excepted); an OR atom with nothing left to choose fails.
+    async fn make_choices(&mut self, d: &mut Dispatch) -> Result<(), EngineError> {
+        loop {
+            let next = self
+                .graph
+                .choice_points()
+                .find(|g| !d.races.contains_key(*g))
+                .map(AtomId::from);
+            let Some(group) = next else { return Ok(()) };
+            let (events, refused) = self
+                .steered(None, |graph, steer, bindings| {
+                    let events = graph.choose(&group, steer, bindings);
+                    let chosen = events.iter().any(|e| matches!(e, Event::OrChosen { .. }));
+                    let refused: Vec<String> = if chosen {
+                        Vec::new()
+                    } else {
+                        graph
+                            .untried(&group)
+                            .into_iter()
+                            .filter_map(|alt| crate::graph::ChoiceOrder::refusal(steer, graph, alt))
+                            .collect()
+                    };
+                    (events, refused)
+                })
+                .await;
+            let chosen = events.iter().any(|e| matches!(e, Event::OrChosen { .. }));
+            self.record(events)?;
+            if !chosen {
+                let message = if refused.is_empty() {
+                    "no alternative left to choose".to_string()
+                } else {
+                    format!("no alternative left that may run: {}", refused.join("; "))
+                };
+                self.record(vec![Event::AtomFailed {
+                    atom: group.clone(),
+                    class: FailureClass::Logical,
+                    criterion: Criterion::Or,
+                    message,
+                }])?;
+                d.fail(group, FailureClass::Logical, Criterion::Or);
+                return Ok(());
+            }
+        }
+    }
+
+    /// Returns whether every dependency of an atom is solved.
+    pub(super) fn deps_solved(&self, atom: &str) -> bool {
+        self.state
+            .graph
+            .atoms
+            .get(atom)
+            .is_some_and(|a| a.deps.iter().all(|d| self.graph.status(d) == Some(AtomStatus::Solved)))
+    }
+
+    /// Returns the atoms that depend (transitively) on `atom` and use its tool.
+    fn cascade(&self, atom: &str) -> Vec<AtomId> {
+        let atoms = &self.state.graph.atoms;
+        let tool = atoms.get(atom).and_then(Atom::tool);
+        let mut out = Vec::new();
+        let mut frontier = vec![AtomId::from(atom)];
+        let mut seen = HashSet::new();
+        while let Some(current) = frontier.pop() {
+            for (id, a) in atoms {
+                if a.deps.contains(&current) && seen.insert(id.clone()) {
+                    frontier.push(id.clone());
+                    if a.tool() == tool && matches!(a.status, AtomStatus::Pending) {
+                        out.push(id.clone());
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The assignment for an attempt; `None` when the atom no longer exists.
+    fn assignment(&self, atom_id: &str, attempt: u32) -> Option<Assignment> {
+        let atom = self.state.graph.atoms.get(atom_id)?;
+        let bindings = &self.state.bindings;
+        let render = |text: &String| template::render(text, bindings).unwrap_or_else(|_| text.clone());
+        let mut spec = atom.clone();
+        spec.run = atom.run.as_ref().map(render);
+        spec.agent = atom.agent.as_ref().map(render);
+        spec.probe = atom.probe.as_ref().map(render);
+        spec.check = atom.check.iter().map(render).collect();
+        let cwd = atom.cwd.as_ref().map_or_else(|| self.dir.clone(), |c| self.dir.join(c));
+        let mut env: Vec<(String, String)> = atom.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        env.extend(template::binding_env(&self.state, atom_id));
+        env.push(("AOT_ATOM".into(), atom_id.to_string()));
+        env.push(("AOT_ATTEMPT".into(), attempt.to_string()));
+        env.push(("AOT_STATE".into(), self.store.paths().state.display().to_string()));
+        let corrections = self.history.of_atom(atom_id).to_vec();
+        if let Some(last) = corrections.last() {
+            let signal = CorrectionSignal {
+                atom: atom_id.into(),
+                attempt,
+                failed_criterion: last.criterion.clone(),
+                class: last.class,
+                message: last.message.clone(),
+                history: corrections.clone(),
+            };
+            env.push((
+                "AOT_CORRECTION".into(),
+                serde_json::to_string(&signal).unwrap_or_default(),
+            ));
+        }
+        let mut must_not = Steer::new(&self.state.graph.atoms, &self.state.run.ggs).blocked_constraints();
+        must_not.extend(
+            self.must_not
+                .iter()
+                .filter(|m| !must_not.contains(m))
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
+        let brief = Brief {
+            goal: self.state.objective.goal.clone().unwrap_or_default(),
+            deps: atom
+                .deps
+                .iter()
+                .filter_map(|d| Some((d.clone(), self.state.bindings.get(d)?.summary.clone())))
+                .collect(),
+            corrections,
+            must_not,
+            should_prefer: self.should_prefer.iter().cloned().collect(),
+        };
+        Some(Assignment {
+            atom: atom_id.into(),
+            attempt,
+            spec,
+            cwd,
+            env,
+            workers: self.state.workers.clone(),
+            brief,
+        })
+    }
+}

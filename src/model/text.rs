@@ -1,0 +1,59 @@
+//! Cutting tools' output down to what a record, a message or a prompt keeps.
+
+/// The first non-empty line of `text` (empty when there is none).
+pub fn first_line(text: &str) -> &str {
+    text.lines().find(|l| !l.trim().is_empty()).unwrap_or("")
+}
+
+/// The last `n` non-empty lines of `output`, joined by line breaks.
+pub fn last_lines(output: &str, n: usize) -> String {
+    let lines: Vec<&str> = output.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// The last `max` bytes of `text`, cut after a line break when one is near.
+pub fn tail(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    let cut = &text[start..];
+    match cut.find('\n') {
+        Some(i) if i + 1 < cut.len() => cut[i + 1..].to_string(),
+        _ => cut.to_string(),
+    }
+}
+
+/// `what`, followed by the last lines of `output` when there are any.
+pub fn with_output(what: String, output: &str) -> String {
+    let tail = last_lines(output, 5);
+    if tail.is_empty() {
+        what
+    } else {
+        format!("{what}: {tail}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_cuts_at_a_line_break_and_never_inside_a_character() {
+        assert_eq!(tail("short", 10), "short");
+        assert_eq!(tail("one\ntwo\nthree", 9), "three");
+        let cut = tail("ééééé", 3);
+        assert!(cut.len() <= 3 && cut.chars().all(|c| c == 'é'), "{cut:?}");
+    }
+
+    #[test]
+    fn lines_skip_blanks() {
+        assert_eq!(first_line("\n  \nfirst\nsecond"), "first");
+        assert_eq!(last_lines("a\n\nb\nc\n\n", 2), "b\nc");
+        assert_eq!(with_output("exit 1".into(), "\n"), "exit 1");
+        assert_eq!(with_output("exit 1".into(), "boom\n"), "exit 1: boom");
+    }
+}

@@ -1,0 +1,115 @@
+//! The command worker: an atom's `run` command, or an agent CLI.
+
+use tokio_util::sync::CancellationToken;
+
+use super::command::{self, CommandSpec, Exit};
+use super::prompt::agent_prompt;
+use crate::engine::roles::{Assignment, BoxFuture, Worked, Worker};
+use crate::model::text::with_output;
+use crate::state::{Atom, FailureClass, StateFile};
+
+/// Runs an atom's `run` command in `bash -c`; an `agent` atom runs the agent
+/// command with its prompt on stdin. Classifies a failure by exit code; on an
+/// environmental one, the atom's `probe` says whether the tool itself is down.
+#[derive(Debug, Clone, Default)]
+pub struct CommandWorker {
+    /// The agent command from the environment (`AOT_AGENT_CMD`), which wins
+    /// over `workers.agent.command` in the state file.
+    pub agent_override: Option<String>,
+}
+
+impl CommandWorker {
+    fn agent_command(&self, workers: Option<&crate::state::Workers>) -> Option<String> {
+        self.agent_override
+            .clone()
+            .or_else(|| workers?.agent.as_ref().map(|a| a.command.clone()))
+    }
+
+    fn spec(assignment: &Assignment, command: String, stdin: Option<String>) -> CommandSpec {
+        CommandSpec {
+            command,
+            cwd: assignment.cwd.clone(),
+            env: assignment.env.clone(),
+            stdin,
+            timeout: assignment.spec.timeout.map(|t| t.0),
+        }
+    }
+
+    async fn attempt(&self, assignment: &Assignment, cancel: &CancellationToken) -> Worked {
+        let atom = &assignment.spec;
+        let run = match (&atom.run, &atom.agent) {
+            (Some(run), _) => Self::spec(assignment, run.clone(), None),
+            (None, Some(task)) => {
+                // The gate made sure there is one; a hand edit may have removed it since.
+                let Some(agent) = self.agent_command(assignment.workers.as_ref()) else {
+                    return Worked::Failed {
+                        class: FailureClass::Environmental,
+                        message: "no agent command: set workers.agent.command or AOT_AGENT_CMD".into(),
+                        blocked: None,
+                    };
+                };
+                Self::spec(assignment, agent, Some(agent_prompt(assignment, task)))
+            }
+            (None, None) => Self::spec(assignment, "true".into(), None),
+        };
+        let result = command::run(&run, cancel).await;
+        match result.exit {
+            Exit::Cancelled => return Worked::Cancelled,
+            Exit::Code(0) => {
+                return Worked::Done {
+                    summary: result.summary,
+                    output: result.output,
+                };
+            }
+            _ => {}
+        }
+        let environmental = atom
+            .environmental_exit_codes
+            .as_deref()
+            .unwrap_or(&Atom::DEFAULT_ENVIRONMENTAL_EXIT_CODES[..]);
+        let class = match &result.exit {
+            Exit::Code(code) if !environmental.contains(code) => FailureClass::Logical,
+            _ => FailureClass::Environmental,
+        };
+        let mut blocked = None;
+        if class == FailureClass::Environmental
+            && let Some(probe) = &atom.probe
+        {
+            let p = command::run(&Self::spec(assignment, probe.clone(), None), cancel).await;
+            if !p.success() && p.exit != Exit::Cancelled {
+                blocked = Some(format!(
+                    "probe `{probe}`: {}",
+                    with_output(command::describe(&p.exit), &p.output)
+                ));
+            }
+        }
+        Worked::Failed {
+            class,
+            message: with_output(command::describe(&result.exit), &result.output),
+            blocked,
+        }
+    }
+}
+
+impl Worker for CommandWorker {
+    fn gate(&self, state: &StateFile) -> Result<(), String> {
+        let agents: Vec<&str> = state
+            .graph
+            .atoms
+            .iter()
+            .filter(|(_, a)| a.agent.is_some())
+            .map(|(id, _)| id.as_str())
+            .collect();
+        if agents.is_empty() || self.agent_command(state.workers.as_ref()).is_some() {
+            return Ok(());
+        }
+        Err(format!(
+            "agent atoms ({}) need an agent command: set workers.agent.command in the state file or AOT_AGENT_CMD",
+            agents.join(", ")
+        ))
+    }
+
+    fn work<'a>(&'a self, assignment: &'a Assignment, cancel: &'a CancellationToken) -> BoxFuture<'a, Worked> {
+        Box::pin(self.attempt(assignment, cancel))
+    }
+}

@@ -1,0 +1,186 @@
+//! The engine driven through its role traits: test workers that panic, and
+//! redirects that land while an atom is being dispatched or runs.
+
+use std::sync::Arc;
+
+use aot::engine::roles::{Assignment, BoxFuture, Roles, Worked, Worker};
+use aot::engine::{Ended, Engine, Observer, Options};
+use aot::journal::event::{Event, Record};
+use aot::planner::Alternatives;
+use aot::state::{AtomStatus, FailureClass, StateFile, StopReason, TrailEntry};
+use aot::workers::{CommandValidator, CommandWorker};
+use tokio_util::sync::CancellationToken;
+
+use crate::common::{TestEnv, clock, run_aot};
+
+const HEAD: &str = "version: 1
+objective:
+  goal: g
+  background_intent: b
+  deliverables: d
+  definition_of_done: done
+  base_case:
+    command: test -f a.done
+  constraints:
+    max_retries: 0
+graph:
+  atoms:
+";
+
+fn roles(worker: Arc<dyn Worker>) -> Roles {
+    Roles {
+        worker,
+        validator: Arc::new(CommandValidator),
+        planner: Arc::new(Alternatives),
+    }
+}
+
+/// Runs the engine over `aot.yaml` in `env` to its end; returns how it ended and the state.
+fn run(env: &TestEnv, roles: Roles, observer: &mut dyn Observer) -> (Ended, StateFile) {
+    let path = env.path("aot.yaml");
+    let mut store = env.store(&path);
+    let (state, _) = store.open().expect("open the state file");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let engine = Engine::new(
+        &mut store,
+        state,
+        clock(),
+        Options::default(),
+        roles,
+        observer,
+        CancellationToken::new(),
+    );
+    let ended = runtime
+        .block_on(engine.run())
+        .expect("the run ends without an engine error");
+    let (state, _) = store.open().expect("reopen the state file");
+    (ended, state)
+}
+
+fn stop_reason(ended: &Ended) -> StopReason {
+    match ended {
+        Ended::Stopped(stop) => stop.reason,
+        Ended::Paused => panic!("the run paused"),
+    }
+}
+
+/// Runs `action` once, when a record matches `when`.
+struct OnRecord<W: Fn(&Event) -> bool + Send, A: FnMut() + Send> {
+    when: W,
+    action: A,
+    done: bool,
+}
+
+impl<W: Fn(&Event) -> bool + Send, A: FnMut() + Send> Observer for OnRecord<W, A> {
+    fn record(&mut self, record: &Record, _: &StateFile) {
+        if !self.done && (self.when)(&record.event) {
+            self.done = true;
+            (self.action)();
+        }
+    }
+}
+
+struct Panics;
+
+impl Worker for Panics {
+    fn gate(&self, _: &StateFile) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn work<'a>(&'a self, assignment: &'a Assignment, _: &'a CancellationToken) -> BoxFuture<'a, Worked> {
+        Box::pin(async move { panic!("the worker broke on {}", assignment.atom) })
+    }
+}
+
+#[test]
+fn a_worker_task_that_panics_fails_its_attempt_as_environmental_with_the_message() {
+    let env = TestEnv::new();
+    env.write("aot.yaml", &format!("{HEAD}    a:\n      run: touch a.done\n"));
+    let mut quiet = OnRecord {
+        when: |_: &Event| false,
+        action: || {},
+        done: false,
+    };
+    let (ended, state) = run(&env, roles(Arc::new(Panics)), &mut quiet);
+    assert_ne!(stop_reason(&ended), StopReason::Completed);
+    assert_eq!(state.graph.atoms["a"].status, AtomStatus::Failed, "never left running");
+    let failure = state.trail.iter().find_map(|t| match t {
+        TrailEntry::Failure { class, message, .. } => Some((*class, message.clone())),
+        _ => None,
+    });
+    let (class, message) = failure.expect("the failure is in the trail");
+    assert_eq!(class, FailureClass::Environmental);
+    assert!(
+        message.contains("the worker task ended abnormally") && message.contains("the worker broke on a"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_redirect_that_removes_an_atom_as_it_is_dispatched_is_taken_in() {
+    // `b` comes first in file order: it is the next ready atom when the
+    // iteration starts, and the redirect removing it lands right then — after
+    // the loop picked it, before its start record is journaled.
+    let env = TestEnv::new();
+    env.write(
+        "aot.yaml",
+        &format!("{HEAD}    b:\n      run: touch b.done\n    a:\n      run: touch a.done\n"),
+    );
+    let dir = env.dir.path().to_path_buf();
+    let mut redirect = OnRecord {
+        when: |e: &Event| matches!(e, Event::IterationStarted { .. }),
+        action: move || {
+            let out = run_aot(&dir, &["redirect", "--remove-atom", "b", "not needed after all"]);
+            assert_eq!(out.code, 0, "{}", out.transcript());
+        },
+        done: false,
+    };
+    let worker = Arc::new(CommandWorker::default());
+    let (ended, state) = run(&env, roles(worker), &mut redirect);
+    assert_eq!(stop_reason(&ended), StopReason::Completed);
+    assert!(!state.graph.atoms.contains_key("b"));
+    assert!(!env.path("b.done").exists(), "the removed atom never ran");
+    // The race happened: `b` was started after its removal was journaled.
+    let journal = aot::journal::read(&aot::journal::path_for(&env.path("aot.yaml"))).expect("journal");
+    let removed = journal
+        .records
+        .iter()
+        .position(|r| matches!(r.event, Event::CorrectionRecorded { .. }))
+        .expect("the redirect is journaled");
+    assert!(
+        journal.records[removed..]
+            .iter()
+            .any(|r| matches!(&r.event, Event::AtomStarted { atom, .. } if atom == "b")),
+        "the loop picked `b` before it saw the redirect"
+    );
+}
+
+#[test]
+fn a_redirect_that_removes_a_running_atom_cancels_it_and_discards_its_result() {
+    let env = TestEnv::new();
+    env.write(
+        "aot.yaml",
+        &format!("{HEAD}    slow:\n      run: sleep 30 && touch slow.done\n    a:\n      run: touch a.done\n"),
+    );
+    let dir = env.dir.path().to_path_buf();
+    let mut redirect = OnRecord {
+        when: |e: &Event| matches!(e, Event::AtomStarted { atom, .. } if atom == "slow"),
+        action: move || {
+            let out = run_aot(&dir, &["redirect", "--remove-atom", "slow", "too slow"]);
+            assert_eq!(out.code, 0, "{}", out.transcript());
+        },
+        done: false,
+    };
+    let started = std::time::Instant::now();
+    let (ended, state) = run(&env, roles(Arc::new(CommandWorker::default())), &mut redirect);
+    assert_eq!(stop_reason(&ended), StopReason::Completed);
+    assert!(!state.graph.atoms.contains_key("slow"));
+    assert_eq!(state.graph.atoms["a"].status, AtomStatus::Solved);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(25),
+        "the removed atom's work was cancelled, not waited for"
+    );
+}
