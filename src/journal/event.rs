@@ -12,14 +12,15 @@ use crate::state::{
     AtomId, Binding, Control, Correction, Evidence, FailureClass, Objective, StateFile, StopRecord, Workers,
 };
 
-/// The journal record format version this build writes and reads.
-pub const RECORD_VERSION: u32 = 1;
+/// The journal record format version this build writes (and the newest it reads).
+pub const RECORD_VERSION: u32 = super::wire::WIRE_VERSION;
 
-/// One line of the journal.
+/// One line of the journal, read and written through its wire format
+/// ([`super::wire`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(into = "super::wire::WireRecord", try_from = "super::wire::WireRecord")]
 pub struct Record {
-    /// Record format version.
+    /// Record format version (records read from older versions are upgraded).
     pub v: u32,
     /// Position in the journal, from 1, without gaps.
     pub seq: u64,
@@ -29,9 +30,8 @@ pub struct Record {
     pub event: Event,
 }
 
-/// A state transition.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+/// A state transition (domain type; its wire form is [`super::wire::WireEvent`]).
+#[derive(Debug, Clone, PartialEq)]
 pub enum Event {
     /// The whole document: the start of a journal, or a compaction point.
     Snapshot {
@@ -46,7 +46,6 @@ pub enum Event {
         /// The control block as edited.
         control: Control,
         /// The workers block as edited.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         workers: Option<Workers>,
         /// Atom definitions as edited, in file order.
         atoms: IndexMap<AtomId, crate::state::Atom>,

@@ -82,6 +82,20 @@ pub fn read(path: &Path) -> Result<Contents, JournalError> {
     parse(path, &bytes, 0, 0, 0)
 }
 
+/// Says why a line is not a record: written by a newer aot, or not a record.
+fn unreadable(line: &[u8], error: &serde_json::Error) -> String {
+    #[derive(serde::Deserialize)]
+    struct Version {
+        v: u32,
+    }
+    match serde_json::from_slice::<Version>(line) {
+        Ok(Version { v }) if v > RECORD_VERSION => {
+            format!("record version {v} is newer than this aot reads ({RECORD_VERSION}); upgrade aot")
+        }
+        _ => format!("not a journal record: {error}"),
+    }
+}
+
 /// Parses journal bytes that start at line `first_line` (0-based count of lines
 /// before them), at byte `offset`, after a record with sequence `prev_seq`.
 fn parse(path: &Path, bytes: &[u8], first_line: usize, offset: u64, prev_seq: u64) -> Result<Contents, JournalError> {
@@ -118,18 +132,8 @@ fn parse(path: &Path, bytes: &[u8], first_line: usize, offset: u64, prev_seq: u6
         let record = serde_json::from_slice::<Record>(line).map_err(|e| JournalError::Corrupt {
             path: path.to_path_buf(),
             line: line_no,
-            message: format!("not a journal record: {e}"),
+            message: unreadable(line, &e),
         })?;
-        if record.v > RECORD_VERSION {
-            return Err(JournalError::Corrupt {
-                path: path.to_path_buf(),
-                line: line_no,
-                message: format!(
-                    "record version {} is newer than this aot reads ({RECORD_VERSION})",
-                    record.v
-                ),
-            });
-        }
         if record.seq != prev + 1 {
             return Err(JournalError::Corrupt {
                 path: path.to_path_buf(),

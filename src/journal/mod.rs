@@ -5,6 +5,7 @@
 pub mod event;
 mod file;
 pub mod fold;
+pub mod wire;
 
 pub use event::{Event, Record};
 pub use file::{Contents, Journal, JournalError, TornTail, path_for, read};

@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use aot::journal::event::{Event, Record};
+use aot::journal::event::{Event, RECORD_VERSION, Record};
 use aot::journal::{self, Journal, JournalError, TornTail};
 use aot::model::time::{Span, Timestamp};
 use aot::state::*;
@@ -188,35 +188,106 @@ fn one_of_each() -> Vec<Event> {
     events
 }
 
-#[test]
-fn golden_records_round_trip_byte_for_byte() {
-    let golden_path = root().join("tests/fixtures/journal/v1.jsonl");
-    let records: Vec<Record> = one_of_each()
+fn golden_records() -> Vec<Record> {
+    one_of_each()
         .into_iter()
         .enumerate()
         .map(|(i, event)| Record {
-            v: 1,
+            v: RECORD_VERSION,
             seq: i as u64 + 1,
             at: at(i as u64),
             event,
         })
-        .collect();
-    let text: String = records
-        .iter()
-        .map(|r| serde_json::to_string(r).unwrap() + "\n")
-        .collect();
-    if std::env::var_os("AOT_UPDATE_GOLDEN").is_some() {
-        std::fs::write(&golden_path, &text).unwrap();
+        .collect()
+}
+
+/// One golden file per record kind, in the current version's folder: a
+/// change of what any kind writes fails here until the version is bumped
+/// (and the old folder kept, to prove it still reads).
+#[test]
+fn golden_records_round_trip_byte_for_byte() {
+    let dir = root().join(format!("tests/fixtures/journal/v{RECORD_VERSION}"));
+    let update = std::env::var_os("AOT_UPDATE_GOLDEN").is_some();
+    if update {
+        std::fs::create_dir_all(&dir).unwrap();
     }
-    let golden = std::fs::read_to_string(&golden_path).unwrap();
+    let records = golden_records();
+    for record in &records {
+        let path = dir.join(format!("{}.jsonl", record.event.kind()));
+        let line = serde_json::to_string(record).unwrap() + "\n";
+        if update {
+            std::fs::write(&path, &line).unwrap();
+        }
+        let golden = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e}; a new kind needs its golden file (AOT_UPDATE_GOLDEN=1)",
+                path.display()
+            )
+        });
+        assert_eq!(
+            line,
+            golden,
+            "the wire format of `{}` changed; bump WIRE_VERSION in src/journal/wire.rs with a conversion from \
+             the old version, and keep the old golden folder (AOT_UPDATE_GOLDEN=1 writes the new one)",
+            record.event.kind()
+        );
+        let read: Record = serde_json::from_str(&golden).unwrap();
+        assert_eq!(&read, record);
+    }
+    let files = std::fs::read_dir(&dir).unwrap().count();
     assert_eq!(
-        text, golden,
-        "the journal wire format changed; if intended, bump RECORD_VERSION or rerun with AOT_UPDATE_GOLDEN=1"
+        files,
+        records.len(),
+        "one golden file per kind, and no file for a kind that is gone"
     );
-    let read = journal::read(&golden_path).unwrap();
-    assert_eq!(read.records, records);
-    let kinds: std::collections::HashSet<&str> = read.records.iter().map(|r| r.event.kind()).collect();
-    assert_eq!(kinds.len(), records.len(), "one record per kind");
+}
+
+/// The golden records of version 1 (written before the wire types existed)
+/// still read, into the same domain records.
+#[test]
+fn version_1_golden_records_still_read() {
+    let read = journal::read(&root().join("tests/fixtures/journal/v1.jsonl")).unwrap();
+    let records = golden_records();
+    assert_eq!(read.records.len(), records.len());
+    for (old, new) in read.records.iter().zip(&records) {
+        assert_eq!(old, new, "version 1 `{}` reads as today's", new.event.kind());
+    }
+}
+
+/// A journal written by the release before the wire types (a run whose
+/// first patch leaves the base case failing, a flaky alternative, then the
+/// second patch) replays into the state that release wrote, and its base-case
+/// decision reads as one.
+#[test]
+fn a_journal_written_by_the_previous_release_replays() {
+    let dir = root().join("tests/fixtures/journal/v1-release");
+    let contents = journal::read(&dir.join("aot.yaml.journal.jsonl")).unwrap();
+    assert!(
+        contents.records.iter().all(|r| r.v == RECORD_VERSION),
+        "upgraded on read"
+    );
+    let folded = journal::fold(&contents.records).expect("starts with a snapshot");
+    let written = aot::state::document::read(&dir.join("aot.yaml")).unwrap().state;
+    assert_eq!(folded.graph.atoms, written.graph.atoms);
+    assert_eq!(folded.bindings, written.bindings);
+    assert_eq!(folded.trail, written.trail);
+    assert_eq!(folded.run.stop, written.run.stop);
+    let decisions: Vec<&aot::ggs::Decision> = contents
+        .records
+        .iter()
+        .filter_map(|r| match &r.event {
+            Event::GgsDecided { decision } => Some(&**decision),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(decisions.len(), 2);
+    assert!(
+        decisions[0].base_case_failed && decisions[0].failed.is_empty(),
+        "{:?}",
+        decisions[0]
+    );
+    assert!(!decisions[1].base_case_failed);
+    assert_eq!(decisions[1].failed, [aot::model::AtomId::from("flaky")]);
 }
 
 #[test]
