@@ -98,12 +98,14 @@ pub enum Ended {
 
 /// The engine's picture of the work: the state file, the work graph and the
 /// correction history, folded from the same records by the one fold.
-/// Every record folded is also kept, for the observer and for interrupts.
+/// Every record folded is shown to the observer; a correction among them
+/// (a redirect, a hand edit) is noted, to interrupt the work in flight.
 struct Views<'v> {
     state: &'v mut StateFile,
     graph: &'v mut WorkGraph,
     history: &'v mut History,
-    folded: Vec<Record>,
+    observer: &'v mut dyn Observer,
+    corrected: bool,
 }
 
 impl Folded for Views<'_> {
@@ -113,7 +115,11 @@ impl Folded for Views<'_> {
 
     fn apply(&mut self, record: &Record) {
         crate::journal::fold::apply_with(self.state, &mut [self.graph, self.history], record);
-        self.folded.push(record.clone());
+        self.observer.record(record, self.state);
+        self.corrected |= matches!(
+            record.event,
+            Event::CorrectionRecorded { .. } | Event::UserEdited { .. } | Event::Snapshot { .. }
+        );
     }
 }
 
@@ -184,48 +190,35 @@ impl<'a> Engine<'a> {
     }
 
     /// Runs a store operation that folds what it journals (and what other
-    /// processes journaled) into the state, the graph and the history at once;
-    /// then every record folded reaches the observer and may interrupt work.
+    /// processes journaled) into the state, the graph and the history at once,
+    /// showing each record to the observer. A stop request ends the run; a
+    /// correction changed the work, so what is in flight was planned for the
+    /// old graph: it is interrupted and its results discarded, and the loop
+    /// goes on.
     fn with_views<R>(&mut self, f: impl FnOnce(&mut Store, &mut dyn Folded) -> R) -> R {
         let Engine {
             store,
             state,
             graph,
             history,
+            observer,
             ..
         } = self;
         let mut views = Views {
             state,
             graph,
             history,
-            folded: Vec::new(),
+            observer: &mut **observer,
+            corrected: false,
         };
         let result = f(store, &mut views);
-        let folded = views.folded;
-        self.took_in(&folded);
-        result
-    }
-
-    /// Shows folded records to the observer. A stop request ends the run; a
-    /// correction (a redirect, a hand edit) changed the work, so what is in
-    /// flight was planned for the old graph: it is interrupted and its results
-    /// discarded, and the loop goes on.
-    fn took_in(&mut self, records: &[Record]) {
-        for record in records {
-            self.observer.record(record, &self.state);
-        }
-        let corrected = records.iter().any(|r| {
-            matches!(
-                r.event,
-                Event::CorrectionRecorded { .. } | Event::UserEdited { .. } | Event::Snapshot { .. }
-            )
-        });
-        if corrected {
+        if views.corrected {
             self.round_cancel.cancel();
         }
         if self.state.control.stop_requested {
             self.cancel.cancel();
         }
+        result
     }
 
     /// Returns the current state.

@@ -178,7 +178,11 @@ fn a_redirect_that_removes_a_running_atom_cancels_it_and_discards_its_result() {
     let (ended, state) = run(&env, roles(Arc::new(CommandWorker::default())), &mut redirect);
     assert_eq!(stop_reason(&ended), StopReason::Completed);
     assert!(!state.graph.atoms.contains_key("slow"));
-    assert_eq!(state.graph.atoms["a"].status, AtomStatus::Solved);
+    // `a` runs beside `slow`; the redirect may cancel the round after `a`
+    // touched its file but before its result was settled, so its status is
+    // either; the base case holding is what matters.
+    assert!(env.path("a.done").exists());
+    assert!(!env.path("slow.done").exists(), "the removed atom never finished");
     assert!(
         started.elapsed() < std::time::Duration::from_secs(25),
         "the removed atom's work was cancelled, not waited for"
