@@ -98,14 +98,15 @@ pub enum Ended {
 
 /// The engine's picture of the work: the state file, the work graph and the
 /// correction history, folded from the same records by the one fold.
-/// Every record folded is shown to the observer; a correction among them
-/// (a redirect, a hand edit) is noted, to interrupt the work in flight.
+/// Every record folded is also kept, for the observer and for interrupts:
+/// they see it only after the store call returns, because the store holds the
+/// file lock while it folds, and an observer that blocks there (a slow
+/// terminal, a test that runs `aot redirect`) would hold every other process out.
 struct Views<'v> {
     state: &'v mut StateFile,
     graph: &'v mut WorkGraph,
     history: &'v mut History,
-    observer: &'v mut dyn Observer,
-    corrected: bool,
+    folded: Vec<Record>,
 }
 
 impl Folded for Views<'_> {
@@ -115,11 +116,7 @@ impl Folded for Views<'_> {
 
     fn apply(&mut self, record: &Record) {
         crate::journal::fold::apply_with(self.state, &mut [self.graph, self.history], record);
-        self.observer.record(record, self.state);
-        self.corrected |= matches!(
-            record.event,
-            Event::CorrectionRecorded { .. } | Event::UserEdited { .. } | Event::Snapshot { .. }
-        );
+        self.folded.push(record.clone());
     }
 }
 
@@ -190,35 +187,48 @@ impl<'a> Engine<'a> {
     }
 
     /// Runs a store operation that folds what it journals (and what other
-    /// processes journaled) into the state, the graph and the history at once,
-    /// showing each record to the observer. A stop request ends the run; a
-    /// correction changed the work, so what is in flight was planned for the
-    /// old graph: it is interrupted and its results discarded, and the loop
-    /// goes on.
+    /// processes journaled) into the state, the graph and the history at once;
+    /// then every record folded reaches the observer and may interrupt work.
     fn with_views<R>(&mut self, f: impl FnOnce(&mut Store, &mut dyn Folded) -> R) -> R {
         let Engine {
             store,
             state,
             graph,
             history,
-            observer,
             ..
         } = self;
         let mut views = Views {
             state,
             graph,
             history,
-            observer: &mut **observer,
-            corrected: false,
+            folded: Vec::new(),
         };
         let result = f(store, &mut views);
-        if views.corrected {
+        let folded = views.folded;
+        self.took_in(&folded);
+        result
+    }
+
+    /// Shows folded records to the observer. A stop request ends the run; a
+    /// correction (a redirect, a hand edit) changed the work, so what is in
+    /// flight was planned for the old graph: it is interrupted and its results
+    /// discarded, and the loop goes on.
+    fn took_in(&mut self, records: &[Record]) {
+        for record in records {
+            self.observer.record(record, &self.state);
+        }
+        let corrected = records.iter().any(|r| {
+            matches!(
+                r.event,
+                Event::CorrectionRecorded { .. } | Event::UserEdited { .. } | Event::Snapshot { .. }
+            )
+        });
+        if corrected {
             self.round_cancel.cancel();
         }
         if self.state.control.stop_requested {
             self.cancel.cancel();
         }
-        result
     }
 
     /// Returns the current state.
