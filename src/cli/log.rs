@@ -206,7 +206,7 @@ fn follow(ctx: &Context, path: &Path, mut offset: u64, ggs_only: bool) -> Result
         if stopped {
             return Ok(());
         }
-        if watch.changes.blocking_recv().is_none() {
+        if !watch.journal_changed_blocking() {
             return Ok(());
         }
     }

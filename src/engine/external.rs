@@ -3,8 +3,6 @@
 //! is classified by [`crate::correct::from_edit`] into corrections, as a
 //! redirect would make them; one that cannot be applied is saved aside.
 
-use std::time::Duration;
-
 use super::{Engine, EngineError};
 use crate::store::DiskEdit;
 use crate::store::watch::{Changed, Watch};
@@ -19,10 +17,7 @@ impl Engine<'_> {
     /// Waits for the next change of the watched files (forever, without a watch).
     pub(super) async fn next_change(watch: &mut Option<Watch>) -> Changed {
         match watch {
-            Some(w) => match w.changes.recv().await {
-                Some(changed) => changed,
-                None => std::future::pending().await,
-            },
+            Some(w) => w.changed().await,
             None => std::future::pending().await,
         }
     }
@@ -41,21 +36,10 @@ impl Engine<'_> {
     /// (as a redirect would), an invalid one or one of engine-owned fields is
     /// saved aside and reported, and the loop goes on with its last good state.
     async fn take_hand_edit(&mut self) -> Result<(), EngineError> {
-        // Another aot process (stop, redirect) writes through the journal: such a
-        // file is explained by it and needs no waiting.
-        self.sync_external()?;
-        if matches!(self.with_views(|store, views| store.hand_edit(views))?, DiskEdit::None) {
-            return Ok(());
-        }
-        // Editors write in several steps (truncate and write, chunks, rename):
-        // wait until the file has been quiet for a moment, then read it once.
-        loop {
-            let quiet = tokio::time::timeout(Duration::from_millis(100), Self::next_change(&mut self.watch)).await;
-            if quiet.is_err() {
-                break;
-            }
-        }
-        // Stops and redirects that arrived meanwhile are taken in first.
+        // The watch signals a change once the file has been quiet for a
+        // moment (editors write in several steps). Another aot process (stop,
+        // redirect) writes through the journal: what its records explain is
+        // not an edit, so they are taken in first.
         self.sync_external()?;
         for _ in 0..10 {
             let edit = self.with_views(|store, views| store.hand_edit(views))?;
@@ -93,7 +77,8 @@ impl Engine<'_> {
                 Err(refused) => (hash, format!("{refused}; "), text),
             },
         };
-        let aside = self.store.save_aside(&text)?;
+        let store = &mut *self.store;
+        let aside = super::off_the_loop(|| store.save_aside(&text))?;
         self.observer.warn(&format!(
             "{refused}the edit was not applied; it is saved as {} and the file holds the last good state",
             aside.display()

@@ -189,6 +189,7 @@ impl<'a> Engine<'a> {
     /// Runs a store operation that folds what it journals (and what other
     /// processes journaled) into the state, the graph and the history at once;
     /// then every record folded reaches the observer and may interrupt work.
+    /// The store takes file locks and syncs to disk: it runs off the loop.
     fn with_views<R>(&mut self, f: impl FnOnce(&mut Store, &mut dyn Folded) -> R) -> R {
         let Engine {
             store,
@@ -203,7 +204,7 @@ impl<'a> Engine<'a> {
             history,
             folded: Vec::new(),
         };
-        let result = f(store, &mut views);
+        let result = off_the_loop(|| f(store, &mut views));
         let folded = views.folded;
         self.took_in(&folded);
         result
@@ -438,5 +439,41 @@ impl<'a> Engine<'a> {
             .of_atom(id)
             .last()
             .map_or_else(|| format!("`{id}` is blocked"), |r| format!("`{id}`: {}", r.message))
+    }
+}
+
+/// Runs blocking file work (a lock wait, an fsync, a rename) from the loop's
+/// task without stalling the runtime: on a multi-threaded runtime the thread
+/// first hands its other tasks (workers, timers, the watch) to another thread.
+/// On a current-thread runtime there is no other thread to hand them to.
+fn off_the_loop<R>(f: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// On a runtime with one worker thread, a task blocked in store work must
+    /// not hold up another task: here the blocked task waits for the other.
+    #[test]
+    fn blocking_store_work_leaves_the_runtime_free_for_other_tasks() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .expect("runtime");
+        let waited = runtime.block_on(async {
+            tokio::spawn(async {
+                let (tx, rx) = mpsc::channel();
+                tokio::spawn(async move { tx.send(()) });
+                super::off_the_loop(|| rx.recv_timeout(Duration::from_secs(10)))
+            })
+            .await
+        });
+        assert!(matches!(waited, Ok(Ok(()))), "the other task never ran: {waited:?}");
     }
 }
