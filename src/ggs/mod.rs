@@ -300,6 +300,15 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// The decision as older files and journal version 1 wrote it meant: a
+    /// failing base case was listed as a failed atom named `base_case`.
+    pub fn without_v1_sentinel(mut self) -> Decision {
+        let before = self.failed.len();
+        self.failed.retain(|a| a.as_str() != "base_case");
+        self.base_case_failed |= self.failed.len() != before;
+        self
+    }
+
     /// Returns the one-line display: `D=0.50 P=1.00 ∇L=+0.12 ↑ Ω=35% → change_approach`.
     pub fn line(&self) -> String {
         format!(
@@ -315,9 +324,11 @@ impl Decision {
 }
 
 /// The controller's memory across rounds of one task: engine-owned, in the
-/// state file under `run.ggs` and rebuilt from the journal.
+/// state file under `run.ggs` and rebuilt from the journal. It holds what the
+/// next decision needs, so its size does not grow with the rounds; every
+/// decision is in the journal (`aot log --ggs`).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, from = "GgsStateOnDisk")]
 pub struct GgsState {
     /// The previous round's loss.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -331,9 +342,66 @@ pub struct GgsState {
     /// Targets no plan may use (environmental failures); only grows within a task.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub blocked_targets: BTreeSet<String>,
-    /// Every decision of the task, oldest first.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub history: Vec<Decision>,
+    /// Decisions made in the task so far.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rounds: u32,
+    /// The latest decision (Law 2 compares its ∇L with the next one's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<Box<Decision>>,
+}
+
+/// `run.ggs` as files hold it: files written by older builds list every
+/// decision under `history`, read as the count and the latest one.
+/// The schema is this type's: it describes what aot reads.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(rename = "GgsState")]
+struct GgsStateOnDisk {
+    /// The previous round's loss.
+    #[serde(default)]
+    l_prev: Option<f64>,
+    /// Rounds in a row with ∇L > ε.
+    #[serde(default)]
+    worsening: u32,
+    /// Tools no plan may use (logical failures); only grows within a task.
+    #[serde(default)]
+    blocked_tools: BTreeSet<String>,
+    /// Targets no plan may use (environmental failures); only grows within a task.
+    #[serde(default)]
+    blocked_targets: BTreeSet<String>,
+    /// Decisions made in the task so far.
+    #[serde(default)]
+    rounds: u32,
+    /// The latest decision (Law 2 compares its ∇L with the next one's).
+    #[serde(default)]
+    last: Option<Box<Decision>>,
+    /// Deprecated: every decision, as older files listed them. Read
+    /// as `rounds` and `last`; never written.
+    #[serde(default)]
+    #[deprecated = "read as `rounds` and `last`"]
+    history: Vec<Decision>,
+}
+
+#[allow(deprecated)]
+impl From<GgsStateOnDisk> for GgsState {
+    fn from(disk: GgsStateOnDisk) -> GgsState {
+        let rounds = disk.rounds.max(u32::try_from(disk.history.len()).unwrap_or(u32::MAX));
+        let last = disk.last.or_else(|| {
+            disk.history
+                .into_iter()
+                .last()
+                .map(Decision::without_v1_sentinel)
+                .map(Box::new)
+        });
+        GgsState {
+            l_prev: disk.l_prev,
+            worsening: disk.worsening,
+            blocked_tools: disk.blocked_tools,
+            blocked_targets: disk.blocked_targets,
+            rounds,
+            last,
+        }
+    }
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -348,7 +416,8 @@ impl GgsState {
         next.worsening = decision.worsening;
         next.blocked_tools.extend(decision.blocked_tools.iter().cloned());
         next.blocked_targets.extend(decision.blocked_targets.iter().cloned());
-        next.history.push(decision.clone());
+        next.rounds = decision.round;
+        next.last = Some(Box::new(decision.clone()));
         next
     }
 }
@@ -513,7 +582,7 @@ pub fn decide(request: &ReplanRequest, state: &GgsState, c: &GgsConfig) -> Decis
     let gradient = Gradient::of(grad_l, c.epsilon);
     let rationale = rationale(directive, law2, Signals { grad_l, d, p, omega }, c, state, &newly);
     Decision {
-        round: state.history.len() as u32 + 1,
+        round: state.rounds + 1,
         loss,
         grad_l,
         gradient,
@@ -557,7 +626,7 @@ fn rationale(
         MacroState::Abandon if law2 => format!(
             "The loss rose twice in a row (∇L={:+.2} after {:+.2}, both > ε={:.2}): the run diverges, so stop (Law 2).",
             s.grad_l,
-            state.history.last().map_or(0.0, |d| d.grad_l),
+            state.last.as_ref().map_or(0.0, |d| d.grad_l),
             c.epsilon
         ),
         MacroState::Abandon => format!(
@@ -699,6 +768,45 @@ pub fn next_moves(decision: &Decision, situation: &Situation, c: &GgsConfig) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const DECISION: &str = "  loss: { D: 0.5, P: 1.0, Omega: 0.1, L: 0.6 }
+  grad_l: 0.25
+  gradient: worsening
+  directive: change_approach
+  replans: 0
+  elapsed_ms: 5
+  rationale: r
+  row: { f: 0.5, sigma: 0.5, k: 0.1 }
+";
+
+    #[test]
+    fn an_older_files_decision_list_reads_as_the_count_and_the_latest() {
+        let old = format!(
+            "l_prev: 0.6\nhistory:\n- round: 1\n  failed: [a]\n{}- round: 2\n  failed: [b, base_case]\n{}",
+            DECISION, DECISION
+        );
+        let ggs: GgsState = serde_saphyr::from_str(&old).expect("an older file reads");
+        assert_eq!(ggs.rounds, 2);
+        let last = ggs.last.as_deref().expect("the latest decision");
+        assert_eq!(last.round, 2);
+        assert_eq!(last.failed, [AtomId::from("b")], "the sentinel is not an atom");
+        assert!(last.base_case_failed);
+        // Written back, it has the new shape, and reads as itself.
+        let text = serde_saphyr::to_string(&ggs).expect("serialize");
+        assert!(!text.contains("history"), "{text}");
+        assert_eq!(serde_saphyr::from_str::<GgsState>(&text).expect("reads"), ggs);
+    }
+
+    #[test]
+    fn the_state_after_a_decision_keeps_the_count_and_only_the_latest() {
+        let d: Decision = serde_saphyr::from_str(&format!("round: 1\n{}", DECISION.replace("\n  ", "\n").trim_start()))
+            .expect("decision");
+        let once = GgsState::default().after(&d);
+        let twice = once.after(&Decision { round: 2, ..d.clone() });
+        assert_eq!((once.rounds, twice.rounds), (1, 2));
+        assert_eq!(twice.last.as_deref().map(|d| d.round), Some(2));
+        assert_eq!(twice.l_prev, Some(0.6));
+    }
 
     fn c() -> GgsConfig {
         GgsConfig::default()

@@ -309,14 +309,7 @@ impl From<Decision> for WireDecision {
 impl WireDecision {
     /// The domain decision, as version `v` meant it.
     fn into_decision(self, v: u32) -> Decision {
-        let mut failed: Vec<AtomId> = self.failed.into_iter().map(AtomId::from).collect();
-        let mut base_case_failed = self.base_case_failed;
-        if v == 1 && failed.iter().any(|a| a == "base_case") {
-            // Version 1's sentinel for the base case, not an atom.
-            failed.retain(|a| a != "base_case");
-            base_case_failed = true;
-        }
-        Decision {
+        let decision = Decision {
             round: self.round,
             loss: Loss {
                 d: self.loss.d,
@@ -329,8 +322,8 @@ impl WireDecision {
             directive: self.directive,
             law2: self.law2,
             worsening: self.worsening,
-            failed,
-            base_case_failed,
+            failed: self.failed.into_iter().map(AtomId::from).collect(),
+            base_case_failed: self.base_case_failed,
             failed_criterion: self.failed_criterion,
             failure_class: self.failure_class,
             blocked_tools: self.blocked_tools,
@@ -344,6 +337,11 @@ impl WireDecision {
                 sigma: self.row.sigma,
                 k: self.row.k,
             },
+        };
+        if v == 1 {
+            decision.without_v1_sentinel()
+        } else {
+            decision
         }
     }
 }

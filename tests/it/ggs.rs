@@ -216,7 +216,8 @@ proptest! {
             let next = st.after(&d);
             prop_assert!(next.blocked_tools.is_superset(&st.blocked_tools));
             prop_assert!(next.blocked_targets.is_superset(&st.blocked_targets));
-            prop_assert_eq!(next.history.len(), st.history.len() + 1);
+            prop_assert_eq!(next.rounds, st.rounds + 1);
+            prop_assert_eq!(next.last.as_deref(), Some(&d));
             prop_assert_eq!(next.l_prev, Some(d.loss.l));
             st = next;
         }
@@ -235,8 +236,21 @@ fn start(env: &TestEnv) -> crate::common::Run {
     run_aot_with(env.dir.path(), &["start"], &[("AOT_TEST_CLOCK", "1767225600000")])
 }
 
+/// Every decision of the task, from the journal; the file holds the count and the latest.
 fn decisions(env: &TestEnv) -> Vec<Decision> {
-    document::read(&env.path("aot.yaml")).unwrap().state.run.ggs.history
+    let journal = aot::journal::read(&aot::journal::path_for(&env.path("aot.yaml"))).unwrap();
+    let all: Vec<Decision> = journal
+        .records
+        .into_iter()
+        .filter_map(|r| match r.event {
+            aot::journal::event::Event::GgsDecided { decision } => Some(*decision),
+            _ => None,
+        })
+        .collect();
+    let ggs = document::read(&env.path("aot.yaml")).unwrap().state.run.ggs;
+    assert_eq!(ggs.rounds as usize, all.len());
+    assert_eq!(ggs.last.as_deref(), all.last());
+    all
 }
 
 fn directives(env: &TestEnv) -> Vec<&'static str> {

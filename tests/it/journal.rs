@@ -272,6 +272,10 @@ fn a_journal_written_by_the_previous_release_replays() {
     assert_eq!(folded.bindings, written.bindings);
     assert_eq!(folded.trail, written.trail);
     assert_eq!(folded.run.stop, written.run.stop);
+    // That release listed every decision under `run.ggs.history`: read as the
+    // count and the latest, the same as the journal's fold.
+    assert_eq!(written.run.ggs.rounds, 2);
+    assert_eq!(folded.run.ggs, written.run.ggs);
     let decisions: Vec<&aot::ggs::Decision> = contents
         .records
         .iter()

@@ -221,11 +221,11 @@ pub fn render(file: &str, state: &StateFile) -> String {
         }
     }
     let ggs = &run.ggs;
-    if !ggs.history.is_empty() {
+    if let Some(last) = &ggs.last {
         let _ = writeln!(
             out,
             "\nggs        {} decisions, {} replans, L_prev {:.2}, worsening streak {}",
-            ggs.history.len(),
+            ggs.rounds,
             run.replans,
             ggs.l_prev.unwrap_or_default(),
             ggs.worsening
@@ -239,8 +239,9 @@ pub fn render(file: &str, state: &StateFile) -> String {
         if !ggs.blocked_targets.is_empty() {
             let _ = writeln!(out, "  blocked targets  {}", set(&ggs.blocked_targets));
         }
-        for decision in &ggs.history {
-            let _ = writeln!(out, "  #{} {}", decision.round, decision.line());
+        let _ = writeln!(out, "  #{} {}", last.round, last.line());
+        if ggs.rounds > 1 {
+            let _ = writeln!(out, "  (every decision: aot log --ggs)");
         }
     }
     if let Some(stop) = &run.stop {
