@@ -112,6 +112,12 @@ pub fn describe(record: &Record, verbose: bool) -> Option<String> {
         ),
         Event::AtomStarted { atom, attempt } if verbose => format!("  ▶ {atom} (attempt {attempt})"),
         Event::Snapshot { .. } if verbose => "snapshot of the whole file".to_string(),
+        Event::Compacted { failures, .. } => format!(
+            "journal compacted: the records up to #{} are folded into this one ({} failed attempt{} kept for retries)",
+            record.seq,
+            failures.len(),
+            if failures.len() == 1 { "" } else { "s" }
+        ),
         Event::CorrectionRecorded { correction } if verbose => {
             format!("  ✎ correction ({:?}): {}", correction.kind, correction.description)
         }
@@ -166,22 +172,34 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
         .is_some_and(|r| matches!(r.event, Event::RunStopped { .. } | Event::RunPaused {}));
     if args.follow && !(ended && store::running_pid(&paths).is_none()) {
         drop(out);
-        follow(ctx, &paths.journal, contents.valid_len, args.ggs)?;
+        follow(ctx, &paths.journal, contents.valid_len, contents.last_seq(), args.ggs)?;
     }
     Ok(EXIT_OK)
 }
 
-/// Prints records appended after `offset` as they arrive, until a run stops.
-fn follow(ctx: &Context, path: &Path, mut offset: u64, ggs_only: bool) -> Result<(), CliError> {
+/// Prints records appended after `offset` (after record `printed`) as they
+/// arrive, until a run stops.
+fn follow(ctx: &Context, path: &Path, mut offset: u64, mut printed: u64, ggs_only: bool) -> Result<(), CliError> {
     let mut watch = aot::store::watch::watch(&ctx.state, path)
         .map_err(|e| CliError::new(format!("cannot watch {}: {e}", path.display())))?;
     let mut pending = Vec::new();
+    // The runner may compact the journal meanwhile: the file is replaced by
+    // one that starts with a `compacted` record. It is read from its start
+    // then, skipping what was printed already.
+    let mut seen: Option<std::fs::Metadata> = std::fs::metadata(path).ok();
     loop {
         let mut file = match std::fs::File::open(path) {
             Ok(file) => Some(file),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(CliError::new(format!("{}: {e}", path.display()))),
         };
+        let now = file.as_ref().and_then(|f| f.metadata().ok());
+        if let (Some(before), Some(now)) = (&seen, &now)
+            && (!aot::journal::same_file(before, now) || now.len() < offset)
+        {
+            offset = 0;
+        }
+        seen = now.or(seen);
         if let Some(file) = file.as_mut() {
             file.seek(SeekFrom::Start(offset))
                 .and_then(|_| file.read_to_end(&mut pending))
@@ -193,7 +211,9 @@ fn follow(ctx: &Context, path: &Path, mut offset: u64, ggs_only: bool) -> Result
         let mut out = std::io::stdout().lock();
         for line in pending[..complete].split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
             match serde_json::from_slice::<Record>(line) {
+                Ok(record) if record.seq <= printed && !matches!(record.event, Event::Compacted { .. }) => {}
                 Ok(record) => {
+                    printed = printed.max(record.seq);
                     stopped |= matches!(record.event, Event::RunStopped { .. } | Event::RunPaused {});
                     print(&mut out, &record, ctx, ggs_only).map_err(|e| CliError::new(format!("cannot write: {e}")))?;
                 }

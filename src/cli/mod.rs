@@ -3,6 +3,7 @@
 
 mod align;
 mod graph;
+mod journal;
 mod log;
 mod memory;
 mod redirect;
@@ -86,6 +87,9 @@ enum Command {
     /// Inspect the memory shared by the tasks of this folder, and run the Dreamer
     #[command(subcommand)]
     Memory(memory::Command),
+    /// Keep the journal small: fold its records into one (a running loop does this itself past 8 MiB)
+    #[command(subcommand)]
+    Journal(journal::Command),
 }
 
 /// What a command needs besides its own arguments.
@@ -236,6 +240,7 @@ pub fn main() -> i32 {
         Command::Graph(args) => graph::run(&ctx, args),
         Command::Log(args) => log::run(&ctx, args),
         Command::Memory(command) => memory::run(&ctx, command),
+        Command::Journal(command) => journal::run(&ctx, command),
     };
     match result {
         Ok(code) => code,

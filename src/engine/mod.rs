@@ -29,7 +29,7 @@ use crate::journal::event::{Event, Record};
 use crate::journal::{Folded, History};
 use crate::model::time::Clock;
 use crate::state::{AtomId, AtomStatus, Evidence, StateFile, StopReason, StopRecord, VerifyPolicy};
-use crate::store::{Store, StoreError};
+use crate::store::{Committed, Compacted, Store, StoreError};
 
 mod external;
 mod gate;
@@ -58,7 +58,12 @@ pub struct Options {
     pub yes: bool,
     /// How often the Dreamer runs in the background of a long run (default 5 minutes).
     pub dream_every: Option<Duration>,
+    /// The journal size past which a save compacts it (default [`COMPACT_JOURNAL_PAST`]).
+    pub compact_journal_past: Option<u64>,
 }
+
+/// The journal size past which the runner compacts it: 8 MiB.
+pub const COMPACT_JOURNAL_PAST: u64 = 8 << 20;
 
 /// Receives every journaled record as the run makes it.
 pub trait Observer: Send {
@@ -247,9 +252,22 @@ impl<'a> Engine<'a> {
     fn save(&mut self) -> Result<(), EngineError> {
         // An edit the file holds now (an editor may be half-way through writing
         // it) is taken in by the hand-edit path once the file is quiet.
-        self.with_views(|store, views| store.commit_or_defer(views, Vec::new()))?;
+        let saved = self.with_views(|store, views| store.commit_or_defer(views, Vec::new()))?;
         self.last_save = Instant::now();
         self.report_preserved();
+        let past = self.options.compact_journal_past.unwrap_or(COMPACT_JOURNAL_PAST);
+        if !matches!(saved, Committed::Deferred { .. }) && self.store.journal_len() > past {
+            self.compact_journal()?;
+        }
+        Ok(())
+    }
+
+    /// Folds the journal into one record; the observer sees that record. A
+    /// file not saved at the journal's end is left for a later save.
+    fn compact_journal(&mut self) -> Result<(), EngineError> {
+        if let Compacted::Done(compaction) = self.with_views(|store, views| store.compact(views))? {
+            self.observer.record(&compaction.record, &self.state);
+        }
         Ok(())
     }
 

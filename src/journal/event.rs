@@ -33,10 +33,20 @@ pub struct Record {
 /// A state transition (domain type; its wire form is [`super::wire::WireEvent`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
-    /// The whole document: the start of a journal, or a compaction point.
+    /// The whole document: the start of a journal, or a new document (an
+    /// edit of engine-owned fields made while nothing ran).
     Snapshot {
         /// The document.
         state: Box<StateFile>,
+    },
+    /// The first record of a compacted journal: the fold of every record up
+    /// to and including this one's sequence number, which it replaces.
+    Compacted {
+        /// The document those records folded into.
+        state: Box<StateFile>,
+        /// The failed attempts of the atoms still being worked on, per atom
+        /// oldest first, so a retry after compaction keeps its context.
+        failures: Vec<(AtomId, super::fold::Reflection)>,
     },
     /// The user-owned parts were edited (by hand or by a command); engine-owned
     /// fields of atoms that still exist are kept, new atoms start pending.
@@ -197,6 +207,7 @@ impl Event {
     pub fn kind(&self) -> &'static str {
         match self {
             Event::Snapshot { .. } => "snapshot",
+            Event::Compacted { .. } => "compacted",
             Event::UserEdited { .. } => "user_edited",
             Event::ControlSet { .. } => "control_set",
             Event::RunStarted { .. } => "run_started",

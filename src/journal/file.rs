@@ -134,7 +134,13 @@ fn parse(path: &Path, bytes: &[u8], first_line: usize, offset: u64, prev_seq: u6
             line: line_no,
             message: unreadable(line, &e),
         })?;
-        if record.seq != prev + 1 {
+        // A compacted journal starts at the sequence number of the last
+        // record its first one replaced.
+        let compacted_start = contents.records.is_empty()
+            && prev_seq == 0
+            && record.seq > 0
+            && matches!(record.event, Event::Compacted { .. });
+        if record.seq != prev + 1 && !compacted_start {
             return Err(JournalError::Corrupt {
                 path: path.to_path_buf(),
                 line: line_no,
@@ -150,6 +156,37 @@ fn parse(path: &Path, bytes: &[u8], first_line: usize, offset: u64, prev_seq: u6
         start = next;
     }
     Ok(contents)
+}
+
+/// What a compaction did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Compaction {
+    /// The `compacted` record the journal now starts with.
+    pub record: Record,
+    /// How many records were folded into one.
+    pub records: usize,
+    /// The sequence number of the last of them (and of the `compacted` record).
+    pub through: u64,
+    /// The journal's size before, in bytes.
+    pub bytes_before: u64,
+    /// Its size after.
+    pub bytes_after: u64,
+}
+
+/// Whether two metadata describe the same file (not a replacement of it,
+/// as a compaction makes). Without file identity (not Unix), `true`.
+pub fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        a.dev() == b.dev() && a.ino() == b.ino()
+    }
+    #[cfg(not(unix))]
+    {
+        // No file identity here: a replacement shows only as a shorter file.
+        let _ = (a, b);
+        true
+    }
 }
 
 /// An open journal, positioned for appending.
@@ -226,12 +263,15 @@ impl Journal {
             path: self.path.clone(),
             source,
         };
-        let len = self.file.metadata().map_err(io)?.len();
-        if len == self.len {
+        let meta = self.file.metadata().map_err(io)?;
+        let len = meta.len();
+        let replaced = std::fs::metadata(&self.path).is_ok_and(|now| !same_file(&meta, &now));
+        if len == self.len && !replaced {
             return Ok(Vec::new());
         }
-        if len < self.len {
-            // Replaced or truncated by someone else: start over.
+        if len < self.len || replaced {
+            // Compacted or truncated by someone else: start over. The records
+            // returned begin with what replaced those this handle had read.
             let (fresh, contents) = Journal::open(&self.path)?;
             let durable = self.durable;
             *self = fresh;
@@ -252,6 +292,62 @@ impl Journal {
         self.len = contents.valid_len;
         self.last_seq = contents.last_seq().max(self.last_seq);
         Ok(contents.records)
+    }
+
+    /// Replaces the journal with one `compacted` record — the fold of every
+    /// record, carrying the failed attempts still worth a retry's context —
+    /// at the sequence number and time of the last record, so the next one
+    /// follows as before. Atomic: a crash leaves the old journal or the new one. The
+    /// caller holds the store lock. Returns `None` when there is nothing to
+    /// fold (no snapshot to start from, or already one record).
+    pub fn compact(&mut self) -> Result<Option<Compaction>, JournalError> {
+        let contents = read(&self.path)?;
+        let Some(last) = contents.records.last().filter(|_| contents.records.len() > 1) else {
+            return Ok(None);
+        };
+        let Some(state) = super::fold::fold(&contents.records) else {
+            return Ok(None);
+        };
+        let failures = super::fold::History::of(&contents.records).failures();
+        let record = Record {
+            v: RECORD_VERSION,
+            seq: last.seq,
+            at: last.at,
+            event: Event::Compacted {
+                state: Box::new(state),
+                failures,
+            },
+        };
+        let mut line = serde_json::to_vec(&record).map_err(|e| JournalError::Io {
+            path: self.path.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        line.push(b'\n');
+        crate::model::file::write_atomic(&self.path, &line).map_err(|source| JournalError::Io {
+            path: self.path.clone(),
+            source,
+        })?;
+        let (fresh, _) = Journal::open(&self.path)?;
+        let durable = self.durable;
+        *self = fresh;
+        self.durable = durable;
+        Ok(Some(Compaction {
+            bytes_after: line.len() as u64,
+            record,
+            records: contents.records.len(),
+            through: contents.last_seq(),
+            bytes_before: contents.valid_len,
+        }))
+    }
+
+    /// Returns the journal's length in bytes (its complete records).
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Returns whether the journal holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 
     /// Appends a batch of events as one write and (if durable) one `fsync`;

@@ -98,6 +98,15 @@ pub fn effects(record: &Record) -> Vec<Effect<'_>> {
     let at = record.at;
     match &record.event {
         Event::Snapshot { state } => vec![E::Replace(state)],
+        Event::Compacted { state, failures } => std::iter::once(E::Replace(state))
+            .chain(failures.iter().map(|(atom, r)| E::Failed {
+                atom,
+                attempt: Some(r.attempt),
+                criterion: &r.criterion,
+                class: r.class,
+                message: &r.message,
+            }))
+            .collect(),
         Event::UserEdited {
             objective,
             control,
@@ -277,7 +286,7 @@ pub fn fold<'a>(records: impl IntoIterator<Item = &'a Record>) -> Option<StateFi
     let records: Vec<&Record> = records.into_iter().collect();
     let start = records
         .iter()
-        .rposition(|r| matches!(r.event, Event::Snapshot { .. }))?;
+        .rposition(|r| matches!(r.event, Event::Snapshot { .. } | Event::Compacted { .. }))?;
     let mut state = StateFile::new(Objective::default(), IndexMap::new());
     for record in &records[start..] {
         apply(&mut state, record);
@@ -412,27 +421,39 @@ pub struct Reflection {
     pub message: String,
 }
 
-/// The correction history: every failed attempt of the atoms still being
-/// worked on, oldest first, so that a retry (or a restarted run) hands the
-/// next attempt the same context an uninterrupted run would.
+/// The correction history: the failed attempts of the atoms still being
+/// worked on — the last [`History::KEPT`] of each, oldest first — so that a
+/// retry (or a restarted run) hands the next attempt the same context an
+/// uninterrupted run would. The bound keeps a long run's context (and the
+/// environment a worker gets it in) from growing past what a process accepts.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct History {
     failures: HashMap<AtomId, Vec<Reflection>>,
-    attempts: HashMap<AtomId, u32>,
 }
 
 impl History {
+    /// Failed attempts kept per atom: the most recent ones.
+    pub const KEPT: usize = 8;
+
     /// Folds a journal's records (from its start) into a history.
     pub fn of<'a>(records: impl IntoIterator<Item = &'a Record>) -> Self {
-        // The history reads only the effects, not the state they leave.
-        let unused = StateFile::new(Objective::default(), IndexMap::new());
+        let mut state = StateFile::new(Objective::default(), IndexMap::new());
         let mut history = History::default();
         for record in records {
-            for effect in effects(record) {
-                history.effect(&effect, &unused);
-            }
+            apply_with(&mut state, &mut [&mut history], record);
         }
         history
+    }
+
+    /// Every atom's failed attempts, by atom id, each oldest first: what a
+    /// compaction carries over.
+    pub fn failures(&self) -> Vec<(AtomId, Reflection)> {
+        let mut atoms: Vec<&AtomId> = self.failures.keys().collect();
+        atoms.sort();
+        atoms
+            .into_iter()
+            .flat_map(|id| self.failures[id].iter().map(move |r| (id.clone(), r.clone())))
+            .collect()
     }
 
     /// Returns an atom's failed attempts, oldest first.
@@ -442,15 +463,11 @@ impl History {
 }
 
 impl Fold for History {
-    fn effect(&mut self, effect: &Effect<'_>, _after: &StateFile) {
+    fn effect(&mut self, effect: &Effect<'_>, after: &StateFile) {
         match effect {
             Effect::Replace(_) => *self = History::default(),
             Effect::Redefine { atoms, .. } => {
                 self.failures.retain(|id, _| atoms.contains_key(id.as_str()));
-                self.attempts.retain(|id, _| atoms.contains_key(id.as_str()));
-            }
-            Effect::Attempts(id, n) => {
-                self.attempts.insert((*id).clone(), *n);
             }
             Effect::Failed {
                 atom,
@@ -460,10 +477,22 @@ impl Fold for History {
                 message,
             } => {
                 // An OR atom fails without an attempt of its own: nothing to teach.
-                let Some(attempt) = attempt.or_else(|| self.attempts.get(atom.as_str()).copied()) else {
+                let last = || {
+                    after
+                        .graph
+                        .atoms
+                        .get(atom.as_str())
+                        .map(|a| a.attempts)
+                        .filter(|n| *n > 0)
+                };
+                let Some(attempt) = attempt.or_else(last) else {
                     return;
                 };
-                self.failures.entry((*atom).clone()).or_default().push(Reflection {
+                let failures = self.failures.entry((*atom).clone()).or_default();
+                if failures.len() == History::KEPT {
+                    failures.remove(0);
+                }
+                failures.push(Reflection {
                     attempt,
                     criterion: (*criterion).clone(),
                     class: *class,

@@ -20,11 +20,14 @@
 //!   base case listed the sentinel `"base_case"` among its failed atoms.
 //! - **2**: the failed atoms are atoms only; `base_case_failed` says whether
 //!   the base case failed.
+//! - **3**: a journal may start with a `compacted` record, at any sequence
+//!   number: the records up to it were folded into it and dropped.
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
 use super::event::{Event, Record};
+use super::fold::Reflection;
 use crate::ggs::{Decision, FailureMix, Gradient, Loss, MacroState};
 use crate::memory::{Action, Calibration, Recalled, Row};
 use crate::model::time::Timestamp;
@@ -32,7 +35,7 @@ use crate::model::{AtomId, Criterion, FailureClass};
 use crate::state::{Atom, Binding, Control, Correction, Evidence, Objective, StateFile, StopRecord, Workers};
 
 /// The version this build writes; it reads this one and every older one.
-pub const WIRE_VERSION: u32 = 2;
+pub const WIRE_VERSION: u32 = 3;
 
 /// One journal line.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -55,6 +58,11 @@ pub struct WireRecord {
 pub enum WireEvent {
     Snapshot {
         state: Box<StateFile>,
+    },
+    Compacted {
+        state: Box<StateFile>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        failures: Vec<WireFailure>,
     },
     UserEdited {
         objective: Box<Objective>,
@@ -370,6 +378,44 @@ impl From<Calibration> for WireCalibration {
     }
 }
 
+/// A failed attempt carried over by a compaction.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct WireFailure {
+    pub atom: AtomId,
+    pub attempt: u32,
+    pub criterion: Criterion,
+    pub class: FailureClass,
+    pub message: String,
+}
+
+impl From<(AtomId, Reflection)> for WireFailure {
+    fn from((atom, r): (AtomId, Reflection)) -> Self {
+        WireFailure {
+            atom,
+            attempt: r.attempt,
+            criterion: r.criterion,
+            class: r.class,
+            message: r.message,
+        }
+    }
+}
+
+impl From<WireFailure> for (AtomId, Reflection) {
+    fn from(f: WireFailure) -> Self {
+        (
+            f.atom,
+            Reflection {
+                attempt: f.attempt,
+                criterion: f.criterion,
+                class: f.class,
+                message: f.message,
+            },
+        )
+    }
+}
+
 impl From<WireCalibration> for Calibration {
     fn from(c: WireCalibration) -> Self {
         Calibration {
@@ -399,6 +445,10 @@ impl From<Event> for WireEvent {
         use WireEvent as W;
         match event {
             Event::Snapshot { state } => W::Snapshot { state },
+            Event::Compacted { state, failures } => W::Compacted {
+                state,
+                failures: failures.into_iter().map(Into::into).collect(),
+            },
             Event::UserEdited {
                 objective,
                 control,
@@ -476,6 +526,10 @@ fn event_from(event: WireEvent, v: u32) -> Event {
     use WireEvent as W;
     match event {
         W::Snapshot { state } => Event::Snapshot { state },
+        W::Compacted { state, failures } => Event::Compacted {
+            state,
+            failures: failures.into_iter().map(Into::into).collect(),
+        },
         W::UserEdited {
             objective,
             control,

@@ -614,18 +614,7 @@ impl MemoryFile {
                     kept.push('\n');
                 }
             }
-            let mut tmp = self.path.clone().into_os_string();
-            tmp.push(".compact");
-            let tmp = PathBuf::from(tmp);
-            let mut file = File::create(&tmp).map_err(self.io(&tmp))?;
-            file.write_all(kept.as_bytes()).map_err(self.io(&tmp))?;
-            file.sync_all().map_err(self.io(&tmp))?;
-            std::fs::rename(&tmp, &self.path).map_err(self.io(&self.path))?;
-            if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty())
-                && let Ok(dir) = File::open(dir)
-            {
-                let _ = dir.sync_all();
-            }
+            crate::model::file::write_atomic(&self.path, kept.as_bytes()).map_err(self.io(&self.path))?;
         }
         let mut entries: Vec<Entry> = plan
             .demote

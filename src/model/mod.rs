@@ -1,7 +1,9 @@
 //! The leaf types every layer speaks: atom ids, criteria, failure classes, stop
-//! reasons, bindings, and time. Nothing here depends on another module.
+//! reasons, bindings, and time; and the atomic replacement of a file. Nothing
+//! here depends on another module.
 
 mod criterion;
+pub mod file;
 mod id;
 pub mod text;
 pub mod time;

@@ -11,6 +11,9 @@ pub fn last_lines(output: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
+/// The most output a failure message quotes, in bytes.
+pub const MESSAGE_TAIL: usize = 2_000;
+
 /// The last `max` bytes of `text`, cut after a line break when one is near.
 pub fn tail(text: &str, max: usize) -> String {
     if text.len() <= max {
@@ -27,9 +30,11 @@ pub fn tail(text: &str, max: usize) -> String {
     }
 }
 
-/// `what`, followed by the last lines of `output` when there are any.
+/// `what`, followed by the last lines of `output` when there are any — at
+/// most 5 lines and [`MESSAGE_TAIL`] bytes, since the message travels into
+/// the journal, the trail and the next attempt's environment.
 pub fn with_output(what: String, output: &str) -> String {
-    let tail = last_lines(output, 5);
+    let tail = tail(&last_lines(output, 5), MESSAGE_TAIL);
     if tail.is_empty() {
         what
     } else {
@@ -55,5 +60,10 @@ mod tests {
         assert_eq!(last_lines("a\n\nb\nc\n\n", 2), "b\nc");
         assert_eq!(with_output("exit 1".into(), "\n"), "exit 1");
         assert_eq!(with_output("exit 1".into(), "boom\n"), "exit 1: boom");
+        let long = "x".repeat(10 * MESSAGE_TAIL);
+        assert_eq!(
+            with_output("exit 1".into(), &long).len(),
+            "exit 1: ".len() + MESSAGE_TAIL
+        );
     }
 }

@@ -240,31 +240,7 @@ fn runner_pid(paths: &Paths) -> Option<u32> {
     text.trim().parse().ok()
 }
 
-/// Replaces `path` with `bytes` atomically: a reader sees the old file or the
-/// new one, never a mix, even if the process dies at any instant.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut file = File::create(&tmp)?;
-        if let Ok(meta) = std::fs::metadata(path) {
-            file.set_permissions(meta.permissions())?;
-        }
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        drop(file);
-        std::fs::rename(&tmp, path)?;
-        File::open(dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
+pub use crate::model::file::write_atomic;
 
 /// What the store last read or wrote: the basis for detecting edits.
 #[derive(Debug, Clone)]
@@ -272,6 +248,18 @@ struct Base {
     hash: u64,
     state: StateFile,
     header: String,
+}
+
+/// How a compaction went.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Compacted {
+    /// The journal is one record now.
+    Done(journal::Compaction),
+    /// It held at most one record already.
+    NothingToFold,
+    /// The state file does not hold what the journal says (records not saved
+    /// yet, or a hand edit): compacting would drop what explains it.
+    FileBehind,
 }
 
 /// How a commit went.
@@ -485,6 +473,31 @@ impl Store {
         }
         self.write(state.state())?;
         Ok(outcome)
+    }
+
+    /// Compacts the journal ([`Journal::compact`]) when the state file holds
+    /// everything the compaction covers. A file behind its journal, or edited
+    /// by hand since this store wrote it, is left alone (`Ok(None)`): the
+    /// records that explain it would be gone. Other processes' records are
+    /// folded into `state` first.
+    pub fn compact(&mut self, state: &mut dyn Folded) -> Result<Compacted, StoreError> {
+        let _lock = self.lock()?;
+        self.catch_up(state)?;
+        let last = self.ensure_journal()?.last_seq();
+        let saved = self.base.as_ref().is_some_and(|b| b.state.run.revision == last);
+        if !saved || !self.disk_is_ours() {
+            return Ok(Compacted::FileBehind);
+        }
+        let Some(compaction) = self.ensure_journal()?.compact()? else {
+            return Ok(Compacted::NothingToFold);
+        };
+        self.unsaved.clear();
+        Ok(Compacted::Done(compaction))
+    }
+
+    /// Returns the journal's size in bytes, as this store last saw it.
+    pub fn journal_len(&self) -> u64 {
+        self.journal.as_ref().map_or(0, Journal::len)
     }
 
     /// Returns whether the file on disk is exactly this store's last write

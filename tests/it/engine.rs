@@ -37,6 +37,10 @@ fn roles(worker: Arc<dyn Worker>) -> Roles {
 
 /// Runs the engine over `aot.yaml` in `env` to its end; returns how it ended and the state.
 fn run(env: &TestEnv, roles: Roles, observer: &mut dyn Observer) -> (Ended, StateFile) {
+    run_with(env, roles, observer, Options::default())
+}
+
+fn run_with(env: &TestEnv, roles: Roles, observer: &mut dyn Observer, options: Options) -> (Ended, StateFile) {
     let path = env.path("aot.yaml");
     let mut store = env.store(&path);
     let (state, _) = store.open().expect("open the state file");
@@ -48,7 +52,7 @@ fn run(env: &TestEnv, roles: Roles, observer: &mut dyn Observer) -> (Ended, Stat
         &mut store,
         state,
         clock(),
-        Options::default(),
+        options,
         roles,
         observer,
         CancellationToken::new(),
@@ -187,4 +191,35 @@ fn a_redirect_that_removes_a_running_atom_cancels_it_and_discards_its_result() {
         started.elapsed() < std::time::Duration::from_secs(25),
         "the removed atom's work was cancelled, not waited for"
     );
+}
+
+#[test]
+fn a_runner_compacts_its_journal_past_the_size_and_runs_on() {
+    let env = TestEnv::new();
+    env.write(
+        "aot.yaml",
+        &format!(
+            "{HEAD}    b:\n      run: touch b.done\n    c:\n      run: touch c.done\n      deps: [b]\n    a:\n      run: touch a.done\n      deps: [c]\n"
+        ),
+    );
+    let mut seen = OnRecord {
+        when: |e: &Event| matches!(e, Event::Compacted { .. }),
+        action: || {},
+        done: false,
+    };
+    let options = Options {
+        compact_journal_past: Some(1),
+        ..Options::default()
+    };
+    let (ended, state) = run_with(&env, roles(Arc::new(CommandWorker::default())), &mut seen, options);
+    assert!(seen.done, "the observer saw a compacted record");
+    assert_eq!(stop_reason(&ended), StopReason::Completed);
+    assert!(
+        ["a", "b", "c"]
+            .iter()
+            .all(|a| state.graph.atoms[*a].status == AtomStatus::Solved)
+    );
+    let journal = aot::journal::read(&aot::journal::path_for(&env.path("aot.yaml"))).expect("journal");
+    assert!(matches!(journal.records[0].event, Event::Compacted { .. }));
+    assert_eq!(aot::journal::fold(&journal.records).as_ref(), Some(&state));
 }

@@ -160,6 +160,53 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+
+    /// Compacting the journal anywhere changes nothing a reader folds from it:
+    /// the same state and the same correction history as a journal never
+    /// compacted, and the records after it follow on.
+    #[test]
+    fn a_compacted_journal_folds_like_the_whole_one(
+        batches in prop::collection::vec(prop::collection::vec(event(), 1..4), 1..10),
+        at in any::<prop::sample::Index>(),
+    ) {
+        let whole_env = TestEnv::new();
+        let compacted_env = TestEnv::new();
+        let whole_path = whole_env.write("fold.yaml", STATE);
+        let compacted_path = compacted_env.write("fold.yaml", STATE);
+        let (mut whole, mut compacted) = (whole_env.store(&whole_path), compacted_env.store(&compacted_path));
+        let (mut whole_state, _) = whole.open().unwrap();
+        let (mut compacted_state, _) = compacted.open().unwrap();
+        let cut = at.index(batches.len());
+        for (i, batch) in batches.into_iter().enumerate() {
+            whole.commit(&mut whole_state, batch.clone()).unwrap();
+            compacted.commit(&mut compacted_state, batch).unwrap();
+            if i == cut {
+                let done = compacted.compact(&mut compacted_state).unwrap();
+                let folded = matches!(done, aot::store::Compacted::Done(_));
+                prop_assert!(folded, "{:?}", done);
+            }
+        }
+        let whole_records = journal::read(&journal::path_for(&whole_path)).unwrap().records;
+        let compacted_records = journal::read(&journal::path_for(&compacted_path)).unwrap().records;
+        let starts_compacted = matches!(compacted_records[0].event, Event::Compacted { .. });
+        prop_assert!(starts_compacted);
+        prop_assert!(compacted_records.len() < whole_records.len());
+        prop_assert_eq!(&compacted_state, &whole_state);
+        prop_assert_eq!(journal::fold(&compacted_records), Some(whole_state.clone()));
+        prop_assert_eq!(
+            journal::History::of(&compacted_records),
+            journal::History::of(&whole_records)
+        );
+        // A store opening the compacted pair finds nothing to recover or merge.
+        let mut reopen = compacted_env.store(&compacted_path);
+        let (reopened, notices) = reopen.open().unwrap();
+        prop_assert_eq!(&reopened, &whole_state);
+        prop_assert!(notices.is_empty(), "{:?}", notices);
+    }
+}
+
 /// The user-owned parts as edited: the same atoms, one more, or a changed choice.
 fn user_edited() -> impl Strategy<Value = Event> {
     prop::sample::select(vec![0usize, 1, 2]).prop_map(|variant| {

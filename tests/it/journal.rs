@@ -157,10 +157,24 @@ fn one_of_each() -> Vec<Event> {
                 ))),
             },
         },
+        // Newer than version 2: last, so the older kinds keep their numbers.
+        Event::Compacted {
+            state: Box::new(small_state()),
+            failures: vec![(
+                "build".into(),
+                aot::journal::Reflection {
+                    attempt: 1,
+                    criterion: "run".parse().unwrap(),
+                    class: FailureClass::Logical,
+                    message: "exit 1: 2 tests failed".into(),
+                },
+            )],
+        },
     ];
     for event in &events {
         match event {
             Event::Snapshot { .. }
+            | Event::Compacted { .. }
             | Event::UserEdited { .. }
             | Event::ControlSet { .. }
             | Event::RunStarted { .. }
@@ -242,12 +256,39 @@ fn golden_records_round_trip_byte_for_byte() {
     );
 }
 
+/// The golden records of version 2 still read, into the same domain records.
+#[test]
+fn version_2_golden_records_still_read() {
+    let dir = root().join("tests/fixtures/journal/v2");
+    let records = golden_records();
+    let mut read = 0;
+    for record in &records {
+        let path = dir.join(format!("{}.jsonl", record.event.kind()));
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            assert_eq!(
+                record.event.kind(),
+                "compacted",
+                "only kinds newer than version 2 lack a file"
+            );
+            continue;
+        };
+        let old: Record = serde_json::from_str(&text).unwrap();
+        assert_eq!(old.v, RECORD_VERSION, "upgraded on read");
+        assert_eq!(&old, record, "version 2 `{}` reads as today's", record.event.kind());
+        read += 1;
+    }
+    assert_eq!(read, std::fs::read_dir(&dir).unwrap().count());
+}
+
 /// The golden records of version 1 (written before the wire types existed)
 /// still read, into the same domain records.
 #[test]
 fn version_1_golden_records_still_read() {
     let read = journal::read(&root().join("tests/fixtures/journal/v1.jsonl")).unwrap();
-    let records = golden_records();
+    let records: Vec<Record> = golden_records()
+        .into_iter()
+        .filter(|r| r.event.kind() != "compacted")
+        .collect();
     assert_eq!(read.records.len(), records.len());
     for (old, new) in read.records.iter().zip(&records) {
         assert_eq!(old, new, "version 1 `{}` reads as today's", new.event.kind());
@@ -405,4 +446,91 @@ fn records_appended_by_another_handle_are_caught_up() {
         .append(at(2), vec![Event::IterationStarted { iteration: 2 }])
         .unwrap();
     assert_eq!(next[0].seq, 3);
+}
+
+/// `aot journal compact` after a run: one record, which every reader folds
+/// into the same file; the next run follows on from it.
+#[test]
+fn compacting_a_journal_keeps_what_every_command_shows() {
+    let env = TestEnv::new();
+    env.example("or-fallback.yaml");
+    fn with<'a>(args: &[&'a str]) -> Vec<&'a str> {
+        [&["--state", "or-fallback.yaml"][..], args].concat()
+    }
+    assert_eq!(env.aot_fixed_clock(&with(&["start"])).code, 0);
+    let status_before = env.aot(&with(&["status"]));
+    let journal_path = journal::path_for(&env.path("or-fallback.yaml"));
+    let records_before = journal::read(&journal_path).unwrap().records;
+
+    let out = env.aot(&with(&["journal", "compact"]));
+    assert_eq!(out.code, 0, "{}", out.transcript());
+    assert!(
+        out.stdout
+            .contains(&format!("{} records folded into one", records_before.len())),
+        "{}",
+        out.stdout
+    );
+    let records = journal::read(&journal_path).unwrap().records;
+    assert_eq!(records.len(), 1);
+    assert!(matches!(records[0].event, Event::Compacted { .. }));
+    assert_eq!(records[0].seq, records_before.last().unwrap().seq);
+
+    assert_eq!(env.aot(&with(&["status"])).stdout, status_before.stdout);
+    let check = env.aot(&with(&["replay", "--check"]));
+    assert_eq!(check.code, 0, "{}", check.transcript());
+    let log = env.aot(&with(&["log"]));
+    assert!(log.stdout.contains("journal compacted"), "{}", log.stdout);
+
+    // Nothing left to fold; and --json says so.
+    let again = env.aot(&with(&["--json", "journal", "compact"]));
+    assert_eq!(again.code, 0, "{}", again.transcript());
+    let json: serde_json::Value = serde_json::from_str(&again.stdout).unwrap();
+    assert_eq!(json["compacted"], false);
+
+    // A new run journals after the compacted record, without a gap.
+    let restart = env.aot_fixed_clock(&with(&["start"]));
+    assert_eq!(restart.code, 0, "{}", restart.transcript());
+    let after = journal::read(&journal_path).unwrap().records;
+    assert!(after.len() > 1);
+    assert_eq!(after[1].seq, records[0].seq + 1);
+}
+
+#[test]
+fn compacting_is_refused_while_a_loop_runs_on_the_file() {
+    let env = TestEnv::new();
+    env.example("single.yaml");
+    let paths = aot::store::Paths::new(&env.path("single.yaml"));
+    let _runner = aot::store::acquire_runner(&paths, 4242).unwrap();
+    let out = env.aot(&["--state", "single.yaml", "journal", "compact"]);
+    assert_eq!(out.code, 1, "{}", out.transcript());
+    assert!(
+        out.stderr.contains("already running") && out.stderr.contains("4242"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// A retry's context is the atom's last few failed attempts, however many
+/// there were: the environment a worker gets it in has a size limit.
+#[test]
+fn the_correction_history_keeps_the_last_attempts_of_each_atom() {
+    let records: Vec<Record> = std::iter::once(Event::snapshot(&small_state()))
+        .chain((1..=20).map(|attempt| Event::AttemptFailed {
+            atom: "build".into(),
+            attempt,
+            class: FailureClass::Logical,
+            criterion: "run".parse().unwrap(),
+            message: format!("exit 1: try {attempt}"),
+        }))
+        .enumerate()
+        .map(|(i, event)| Record {
+            v: RECORD_VERSION,
+            seq: i as u64 + 1,
+            at: at(i as u64),
+            event,
+        })
+        .collect();
+    let history = aot::journal::History::of(&records);
+    let kept: Vec<u32> = history.of_atom("build").iter().map(|r| r.attempt).collect();
+    assert_eq!(kept, (13..=20).collect::<Vec<u32>>());
 }

@@ -224,8 +224,9 @@ pub fn render(file: &str, state: &StateFile) -> String {
     if let Some(last) = &ggs.last {
         let _ = writeln!(
             out,
-            "\nggs        {} decisions, {} replans, L_prev {:.2}, worsening streak {}",
+            "\nggs        {} decision{}, {} replans, L_prev {:.2}, worsening streak {}",
             ggs.rounds,
+            if ggs.rounds == 1 { "" } else { "s" },
             run.replans,
             ggs.l_prev.unwrap_or_default(),
             ggs.worsening
