@@ -180,9 +180,9 @@ fn usage_errors_exit_2_and_help_teaches() {
 fn the_state_file_comes_from_aot_state_when_not_given() {
     let env = TestEnv::new();
     env.example("single.yaml");
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_aot"))
+    let output = env
+        .command()
         .arg("validate")
-        .current_dir(env.dir.path())
         .env("AOT_STATE", "single.yaml")
         .output()
         .unwrap();

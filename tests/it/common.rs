@@ -1,15 +1,23 @@
-//! Shared helpers: a temporary folder with copies of the examples, and a runner
-//! for the real `aot` binary.
+//! Shared helpers: a temporary folder with copies of the examples, a runner
+//! for the real `aot` binary, and a bounded wait on file-system events.
+//!
+//! Hermetic by default: the binary runs with none of the caller's `AOT_*`,
+//! `OPENAI_*` or `ANTHROPIC_*` variables (a developer's `AOT_MEMORY` or agent
+//! command must not leak into a test), without colour, and with the fixed
+//! test clock unless a test asks for the wall clock. The in-process store
+//! uses the fixed [`clock`].
 
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use aot::model::time::{FixedClock, Timestamp};
 use aot::state::Binding;
 use aot::store::Store;
+use notify::Watcher;
 
 /// The repository root.
 pub fn root() -> PathBuf {
@@ -90,24 +98,70 @@ impl TestEnv {
         run_aot_with(self.dir.path(), args, &[("AOT_TEST_CLOCK", "1767225600000")])
     }
 
+    /// The real binary, hermetic, in this folder (for tests that spawn it).
+    pub fn command(&self) -> Command {
+        aot_command(self.dir.path())
+    }
+
     /// Starts `aot start` in the background and waits (bounded) until the file
     /// `marker` appears, which the test's atom creates once it is running.
     pub fn start_until(&self, marker: &str) -> std::process::Child {
-        let child = Command::new(env!("CARGO_BIN_EXE_aot"))
+        let child = self
+            .command()
             .arg("start")
-            .current_dir(self.dir.path())
-            .env_remove("AOT_STATE")
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("start aot");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while !self.path(marker).exists() {
-            assert!(std::time::Instant::now() < deadline, "{marker} never appeared");
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        let path = self.path(marker);
+        wait_until(self.dir.path(), &format!("{marker} appears"), || path.exists());
         child
     }
+
+    /// Waits (bounded) until `ready` holds, looking again at every change in this folder.
+    pub fn wait_until(&self, what: &str, ready: impl FnMut() -> bool) {
+        wait_until(self.dir.path(), what, ready);
+    }
+}
+
+/// How long a test waits for something that should happen in well under a second.
+pub const BOUND: Duration = Duration::from_secs(20);
+
+/// Waits until `ready` holds: it is checked at once, then again after every
+/// file-system event under `dir` (and at least every half second, for
+/// conditions no event announces, such as a process ending). Panics after
+/// [`BOUND`], saying `what` never happened.
+pub fn wait_until(dir: &Path, what: &str, mut ready: impl FnMut() -> bool) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut watcher = notify::recommended_watcher(move |_: notify::Result<notify::Event>| {
+        let _ = tx.send(());
+    })
+    .expect("watch the test folder");
+    watcher
+        .watch(dir, notify::RecursiveMode::Recursive)
+        .expect("watch the test folder");
+    let deadline = Instant::now() + BOUND;
+    while !ready() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        assert!(!left.is_zero(), "{what}: not within {} s", BOUND.as_secs());
+        let _ = rx.recv_timeout(left.min(Duration::from_millis(500)));
+    }
+}
+
+/// The real binary in `dir`, hermetic: none of the caller's `AOT_*`,
+/// `OPENAI_*` or `ANTHROPIC_*` variables, no colour, the fixed test clock.
+/// A test that needs the wall clock removes `AOT_TEST_CLOCK`.
+pub fn aot_command(dir: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_aot"));
+    command.current_dir(dir);
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if ["AOT_", "OPENAI_", "ANTHROPIC_"].iter().any(|p| name.starts_with(p)) {
+            command.env_remove(name.as_ref());
+        }
+    }
+    command.env("NO_COLOR", "1").env("AOT_TEST_CLOCK", "1767225600000");
+    command
 }
 
 /// What a run of the binary produced.
@@ -137,13 +191,11 @@ pub fn run_aot(dir: &Path, args: &[&str]) -> Run {
     run_aot_with(dir, args, &[])
 }
 
-/// Runs the real binary in `dir` with extra environment variables.
+/// Runs the real binary in `dir` (hermetic, see [`aot_command`]) with extra
+/// environment variables.
 pub fn run_aot_with(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
-    let output: Output = Command::new(env!("CARGO_BIN_EXE_aot"))
+    let output: Output = aot_command(dir)
         .args(args)
-        .current_dir(dir)
-        .env_remove("AOT_STATE")
-        .env("NO_COLOR", "1")
         .envs(env.iter().copied())
         .output()
         .expect("run aot");

@@ -3,7 +3,7 @@
 //! tools never run again, Law 2, exhaustion, and a restart that keeps L_prev).
 
 use std::io::BufRead;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use aot::ggs::GgsConfig;
 use aot::ggs::{
@@ -438,11 +438,9 @@ fn a_restarted_run_continues_the_same_trajectory() {
             &DIVERGING.replace("THREE", "'while [ ! -e go ]; do sleep 0.02; done; false'"),
         ),
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_aot"))
+    let mut child = env
+        .command()
         .args(["--json", "start"])
-        .current_dir(env.dir.path())
-        .env_remove("AOT_STATE")
-        .env("AOT_TEST_CLOCK", "1767225600000")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -465,14 +463,9 @@ fn a_restarted_run_continues_the_same_trajectory() {
     // A worker the killed runner was spawning at that instant may hold the
     // runner lock until it has exec'd or exited: wait (bounded) for it.
     let paths = aot::store::Paths::new(&env.path("aot.yaml"));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while aot::store::running_pid(&paths).is_some() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the runner lock was never released"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    env.wait_until("the runner lock is released", || {
+        aot::store::running_pid(&paths).is_none()
+    });
 
     let run = start(&env);
     assert_eq!(run.code, 4, "{}", run.transcript());
@@ -620,10 +613,9 @@ fn log_follow_prints_a_running_loop_until_it_stops() {
         ),
     );
     // The follower starts before the journal exists and ends with the run.
-    let follower = Command::new(env!("CARGO_BIN_EXE_aot"))
+    let follower = env
+        .command()
         .args(["log", "--follow"])
-        .current_dir(env.dir.path())
-        .env_remove("AOT_STATE")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

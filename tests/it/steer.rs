@@ -263,7 +263,7 @@ fn a_redirect_interrupts_in_flight_work_and_the_loop_carries_on() {
     env.write(
         "aot.yaml",
         &aligned(&format!(
-            "graph:\n  atoms:\n    long:\n      run: 'touch started-$AOT_ATTEMPT; if [ -f go ]; then touch finished; else exec -a {marker} sleep 1000; fi'\n"
+            "graph:\n  atoms:\n    long:\n      run: 'if [ -f go ]; then touch finished; else touch started-$AOT_ATTEMPT; exec -a {marker} sleep 1000; fi'\n"
         )),
     );
     let runner = env.start_until("started-1");
@@ -289,7 +289,7 @@ fn a_redirect_interrupts_in_flight_work_and_the_loop_carries_on() {
     let journal = std::fs::read_to_string(env.path("aot.yaml.journal.jsonl")).unwrap();
     assert!(
         journal.contains(r#""type":"attempt_cancelled""#),
-        "the in-flight work was interrupted"
+        "the in-flight work was interrupted: {journal}"
     );
     let alive = std::fs::read_dir("/proc")
         .unwrap()
@@ -417,7 +417,7 @@ fn waiting_loop(env: &TestEnv, tag: &str) -> (std::process::Child, String) {
     env.write(
         "aot.yaml",
         &aligned(&format!(
-            "graph:\n  atoms:\n    long:\n      run: 'touch started-$AOT_ATTEMPT; if [ -f go ]; then touch finished; else exec -a {marker} sleep 1000; fi'\n"
+            "graph:\n  atoms:\n    long:\n      run: 'if [ -f go ]; then touch finished; else touch started-$AOT_ATTEMPT; exec -a {marker} sleep 1000; fi'\n"
         )),
     );
     (env.start_until("started-1"), marker)
@@ -481,11 +481,7 @@ fn an_invalid_hand_edit_is_set_aside_and_the_loop_keeps_its_last_good_state() {
     let garbage = "version: 1\nobjective: [ this is not finished\n";
     std::fs::write(env.path("aot.yaml"), garbage).unwrap();
     // The loop restores the file; wait (bounded) until it is valid again.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while document::read(&env.path("aot.yaml")).is_err() {
-        assert!(std::time::Instant::now() < deadline, "the file was not restored");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    env.wait_until("the file is restored", || document::read(&env.path("aot.yaml")).is_ok());
     assert_eq!(
         std::fs::read_to_string(env.path("aot.yaml.rejected-1.yaml")).unwrap(),
         garbage,
@@ -518,7 +514,7 @@ fn a_stop_written_by_hand_stops_the_loop() {
 #[test]
 fn an_edit_saved_from_a_stale_editor_buffer_keeps_the_engines_record() {
     let env = TestEnv::new();
-    let atoms = "graph:\n  atoms:\n    first: { run: \"echo 'summary: first'\" }\n    long:\n      run: 'touch started-$AOT_ATTEMPT; if [ -f go ]; then touch finished; else sleep 1000; fi'\n      deps: [first]\n";
+    let atoms = "graph:\n  atoms:\n    first: { run: \"echo 'summary: first'\" }\n    long:\n      run: 'if [ -f go ]; then touch finished; else touch started-$AOT_ATTEMPT; sleep 1000; fi'\n      deps: [first]\n";
     env.write("aot.yaml", &aligned(atoms));
     // The "editor" loads the file before the loop has done anything.
     let stale = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
