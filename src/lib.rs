@@ -3,11 +3,11 @@
 //! The library is the engine; it never prints. Its folders are its layers,
 //! each depending only on those above it in this list:
 //!
-//! - [`model`]: leaf types (atom ids, criteria, failure classes, time).
+//! - [`model`]: leaf types (atom ids, criteria, failure classes, time), atomic file replacement.
 //! - [`memory`]: MKCT memory — Megrams, potentials, the Dreamer, the file.
 //! - [`ggs`]: the Goal Gradient Solver — loss, decision table, final result.
 //! - [`state`]: the state file — types, text, validation, schema, templates.
-//! - [`journal`]: domain events, their wire records, the one fold, the file.
+//! - [`journal`]: domain events, their wire records, the one fold, the file and its compaction.
 //! - [`graph`]: the AND/OR work graph — readiness, choice, recovery, variant.
 //! - [`steer`]: the choice order under GGS's blocked sets and memory.
 //! - [`correct`]: user corrections — redirects and the hand-edit classifier.
@@ -18,6 +18,13 @@
 //!
 //! The `aot` binary (`src/cli/`) wires the implementations and does all I/O
 //! with the user.
+//!
+//! Where things happen: an atom is dispatched in `engine/round.rs` (`start`,
+//! then the [`engine::roles::Worker`]) and its criteria judged there through
+//! the [`engine::roles::Validator`]; a GGS decision is made in
+//! `engine/replan.rs` and applied by the [`engine::roles::Planner`]; a hand
+//! edit is classified by [`correct::from_edit`]; a Megram is written in
+//! `engine/recall.rs`. `docs/architecture.md` has the full table.
 
 #![warn(missing_docs)]
 

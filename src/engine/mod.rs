@@ -1,17 +1,17 @@
 //! The loop: observe → update → verify → continue or stop.
 //!
-//! A run passes the gate ([`gate`]: the objective is aligned, the graph is
+//! A run passes the gate (`gate.rs`: the objective is aligned, the graph is
 //! runnable, the worker can take its atoms), verifies the base case first
-//! ([`verify`]), then works in iterations. An iteration is a *round*
-//! ([`round`]): choices are made at OR atoms, ready atoms are dispatched to the
+//! (`verify.rs`), then works in iterations. An iteration is a *round*
+//! (`round.rs`): choices are made at OR atoms, ready atoms are dispatched to the
 //! [`Worker`] up to `max_parallel_agents` and replaced as they finish, their
 //! criteria judged by the [`Validator`], and failed attempts retried with a
 //! correction signal, until nothing is ready or an atom fails for good;
-//! speculative OR atoms race their alternatives ([`race`]). At the round's end
+//! speculative OR atoms race their alternatives (`race.rs`). At the round's end
 //! (the fan-in gate) a round with failures, or a finished graph whose base case
 //! fails, goes to the Goal Gradient Solver; the [`Planner`] acts on its
-//! directive ([`replan`]). Other processes' records and hand edits of the file
-//! arrive through [`external`]; memory through [`recall`]. The run stops with
+//! directive (`replan.rs`). Other processes' records and hand edits of the file
+//! arrive through `external.rs`; memory through `recall.rs`. The run stops with
 //! exactly one reason.
 //!
 //! Every transition is journaled as it happens; the state file is written at

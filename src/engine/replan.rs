@@ -68,35 +68,7 @@ impl Engine<'_> {
         // Only criteria a validator judged count: plausible ones need an LLM validator.
         let mut criteria = atom.map_or_else(|| vec![Criterion::Run], Atom::criteria);
         criteria.retain(Criterion::is_verifiable);
-        let verdicts = match finish {
-            Finish::Solved => criteria
-                .into_iter()
-                .map(|criterion| Verdict {
-                    criterion,
-                    passed: true,
-                    class: None,
-                })
-                .collect(),
-            Finish::Failed { class, criterion } => {
-                // Criteria run in order and stop at the first failure: those after it
-                // were not evaluated and do not count.
-                let at = criteria.iter().position(|c| c == criterion);
-                let passed = at.map_or(&[][..], |i| &criteria[..i]);
-                passed
-                    .iter()
-                    .map(|c| Verdict {
-                        criterion: c.clone(),
-                        passed: true,
-                        class: None,
-                    })
-                    .chain(std::iter::once(Verdict {
-                        criterion: criterion.clone(),
-                        passed: false,
-                        class: Some(*class),
-                    }))
-                    .collect()
-            }
-        };
+        let verdicts = verdicts(criteria, finish);
         let trajectory = self
             .history
             .of_atom(id)
@@ -303,9 +275,29 @@ impl Engine<'_> {
                 (atom.clone(), criterion, message)
             })
             .collect();
+        let situation = ggs::Situation {
+            failures,
+            untried: self.untried(),
+        };
+        let result = FinalResult {
+            accepted: false,
+            summary: decision.rationale.clone(),
+            loss: decision.loss,
+            grad_l: decision.grad_l,
+            replans: decision.replans,
+            partial: self.partial(),
+            next_moves: ggs::next_moves(decision, &situation, &config),
+        };
+        let message = format!("GGS abandoned the task: {}", decision.rationale);
+        self.remember_end(false, &message);
+        self.stop_with(StopReason::Abandoned, message, None, Some(Box::new(result)))
+    }
+
+    /// The alternatives left at each selected OR atom: those a plan may still
+    /// use, and those the blocked sets refuse (with why), for the next moves.
+    fn untried(&self) -> Vec<ggs::Untried> {
         let steer = Steer::new(&self.state.graph.atoms, &self.state.run.ggs);
-        let untried = self
-            .graph
+        self.graph
             .choice_groups()
             .filter(|g| self.graph.is_selected(g))
             .map(|group| {
@@ -326,19 +318,32 @@ impl Engine<'_> {
                     refused,
                 }
             })
-            .collect();
-        let situation = ggs::Situation { failures, untried };
-        let result = FinalResult {
-            accepted: false,
-            summary: decision.rationale.clone(),
-            loss: decision.loss,
-            grad_l: decision.grad_l,
-            replans: decision.replans,
-            partial: self.partial(),
-            next_moves: ggs::next_moves(decision, &situation, &config),
-        };
-        let message = format!("GGS abandoned the task: {}", decision.rationale);
-        self.remember_end(false, &message);
-        self.stop_with(StopReason::Abandoned, message, None, Some(Box::new(result)))
+            .collect()
+    }
+}
+
+/// The verdicts of a finished atom's criteria. Criteria run in order and stop
+/// at the first failure: those after it were not evaluated and do not count.
+fn verdicts(criteria: Vec<Criterion>, finish: &Finish) -> Vec<Verdict> {
+    let passed = |criterion: Criterion| Verdict {
+        criterion,
+        passed: true,
+        class: None,
+    };
+    match finish {
+        Finish::Solved => criteria.into_iter().map(passed).collect(),
+        Finish::Failed { class, criterion } => {
+            let at = criteria.iter().position(|c| c == criterion).unwrap_or(0);
+            criteria
+                .into_iter()
+                .take(at)
+                .map(passed)
+                .chain(std::iter::once(Verdict {
+                    criterion: criterion.clone(),
+                    passed: false,
+                    class: Some(*class),
+                }))
+                .collect()
+        }
     }
 }

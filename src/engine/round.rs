@@ -284,8 +284,7 @@ impl Engine<'_> {
                     attempt,
                 };
                 self.race_won(d, &atom)?;
-                let events = self.graph.solve(&atom, binding);
-                self.record(events)?;
+                self.record(self.graph.solve(&atom, binding))?;
                 d.round.finished.push((atom, Finish::Solved));
             }
             Attempted::Failed {
@@ -298,33 +297,44 @@ impl Engine<'_> {
                 criterion,
                 message,
                 blocked: None,
-            } if attempt < max_attempts => {
-                self.record(vec![Event::AttemptFailed {
-                    atom,
-                    attempt,
-                    class,
-                    criterion,
-                    message,
-                }])?;
+            } => {
+                let retry = attempt < max_attempts;
+                self.failed(d, atom, attempt, retry, (class, criterion, message))?;
             }
-            Attempted::Failed {
+        }
+        Ok(())
+    }
+
+    /// Records a failed attempt: one more try when `retry`, else the atom
+    /// fails (and the round with it, unless it lost a race).
+    fn failed(
+        &mut self,
+        d: &mut Dispatch,
+        atom: AtomId,
+        attempt: u32,
+        retry: bool,
+        (class, criterion, message): (FailureClass, Criterion, String),
+    ) -> Result<(), EngineError> {
+        if retry {
+            self.record(vec![Event::AttemptFailed {
+                atom,
+                attempt,
                 class,
                 criterion,
                 message,
-                blocked: None,
-            } => {
-                self.record(vec![Event::AtomFailed {
-                    atom: atom.clone(),
-                    class,
-                    criterion: criterion.clone(),
-                    message,
-                }])?;
-                // A losing racer is not a failure of the graph: its OR atom
-                // fails only when no alternative is left.
-                if !self.race_lost(d, &atom) {
-                    d.fail(atom, class, criterion);
-                }
-            }
+            }])?;
+            return Ok(());
+        }
+        self.record(vec![Event::AtomFailed {
+            atom: atom.clone(),
+            class,
+            criterion: criterion.clone(),
+            message,
+        }])?;
+        // A losing racer is not a failure of the graph: its OR atom fails
+        // only when no alternative is left.
+        if !self.race_lost(d, &atom) {
+            d.fail(atom, class, criterion);
         }
         Ok(())
     }
@@ -422,6 +432,33 @@ impl Engine<'_> {
         out
     }
 
+    /// The environment of an attempt: the atom's own variables, its
+    /// dependencies' bindings, `AOT_ATOM`, `AOT_ATTEMPT`, `AOT_STATE`, and on
+    /// a retry `AOT_CORRECTION` (the last failure and the ones before it).
+    fn attempt_env(&self, atom_id: &str, attempt: u32, corrections: &[Reflection]) -> Vec<(String, String)> {
+        let own = self.state.graph.atoms.get(atom_id).map(|a| &a.env);
+        let mut env: Vec<(String, String)> = own.into_iter().flatten().map(|(k, v)| (k.clone(), v.clone())).collect();
+        env.extend(template::binding_env(&self.state, atom_id));
+        env.push(("AOT_ATOM".into(), atom_id.to_string()));
+        env.push(("AOT_ATTEMPT".into(), attempt.to_string()));
+        env.push(("AOT_STATE".into(), self.store.paths().state.display().to_string()));
+        if let Some(last) = corrections.last() {
+            let signal = CorrectionSignal {
+                atom: atom_id.into(),
+                attempt,
+                failed_criterion: last.criterion.clone(),
+                class: last.class,
+                message: last.message.clone(),
+                history: corrections.to_vec(),
+            };
+            env.push((
+                "AOT_CORRECTION".into(),
+                serde_json::to_string(&signal).unwrap_or_default(),
+            ));
+        }
+        env
+    }
+
     /// The assignment for an attempt; `None` when the atom no longer exists.
     fn assignment(&self, atom_id: &str, attempt: u32) -> Option<Assignment> {
         let atom = self.state.graph.atoms.get(atom_id)?;
@@ -433,26 +470,8 @@ impl Engine<'_> {
         spec.probe = atom.probe.as_ref().map(render);
         spec.check = atom.check.iter().map(render).collect();
         let cwd = atom.cwd.as_ref().map_or_else(|| self.dir.clone(), |c| self.dir.join(c));
-        let mut env: Vec<(String, String)> = atom.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        env.extend(template::binding_env(&self.state, atom_id));
-        env.push(("AOT_ATOM".into(), atom_id.to_string()));
-        env.push(("AOT_ATTEMPT".into(), attempt.to_string()));
-        env.push(("AOT_STATE".into(), self.store.paths().state.display().to_string()));
         let corrections = self.history.of_atom(atom_id).to_vec();
-        if let Some(last) = corrections.last() {
-            let signal = CorrectionSignal {
-                atom: atom_id.into(),
-                attempt,
-                failed_criterion: last.criterion.clone(),
-                class: last.class,
-                message: last.message.clone(),
-                history: corrections.clone(),
-            };
-            env.push((
-                "AOT_CORRECTION".into(),
-                serde_json::to_string(&signal).unwrap_or_default(),
-            ));
-        }
+        let env = self.attempt_env(atom_id, attempt, &corrections);
         let mut must_not = Steer::new(&self.state.graph.atoms, &self.state.run.ggs).blocked_constraints();
         must_not.extend(
             self.must_not

@@ -1,6 +1,6 @@
 //! Journal events: every transition of a state file, as a versioned wire record.
 //!
-//! The state file is a fold over these events ([`apply`]). A record is written to
+//! The state file is a fold over these events ([`super::fold::apply`]). A record is written to
 //! the journal before the state file reflects it, so replaying the journal
 //! reproduces the file and a crash loses nothing that was journaled.
 
