@@ -27,8 +27,13 @@ impl Engine<'_> {
     pub(super) async fn on_change(&mut self, changed: Changed) -> Result<(), EngineError> {
         match changed {
             Changed::Journal => self.sync_external(),
-            Changed::State if self.store.disk_is_ours() => Ok(()),
-            Changed::State => self.take_hand_edit().await,
+            Changed::State => {
+                let store = &*self.store;
+                if super::off_the_loop(|| store.disk_is_ours()) {
+                    return Ok(());
+                }
+                self.take_hand_edit().await
+            }
         }
     }
 
