@@ -296,10 +296,14 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
     let result = runtime.block_on(async {
         let interrupt = cancel.clone();
         tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("\naot: stopping (Ctrl-C again to kill at once)");
+            // Ctrl-C, `kill` and a closed terminal all stop the run the same
+            // way: in-flight work cancelled (its process groups killed), the
+            // state saved. A second signal kills the workers and exits at once.
+            let mut signals = Signals::new();
+            if let Some(name) = signals.next().await {
+                eprintln!("\naot: {name}: stopping (Ctrl-C again to kill at once)");
                 interrupt.cancel();
-                if tokio::signal::ctrl_c().await.is_ok() {
+                if signals.next().await.is_some() {
                     aot::workers::command::kill_all();
                     std::process::exit(130);
                 }
@@ -318,4 +322,48 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
         Ended::Stopped(stop) => stop.reason.exit_code(),
         Ended::Paused => EXIT_OK,
     })
+}
+
+/// The signals that stop a run: SIGINT (Ctrl-C), and on Unix SIGTERM (`kill`,
+/// a service manager, `timeout`) and SIGHUP (the terminal closed).
+struct Signals {
+    #[cfg(unix)]
+    term: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    hup: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn new() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Signals {
+                term: signal(SignalKind::terminate()).ok(),
+                hup: signal(SignalKind::hangup()).ok(),
+            }
+        }
+        #[cfg(not(unix))]
+        Signals {}
+    }
+
+    /// What the next signal means; `None` when none can be received any more.
+    async fn next(&mut self) -> Option<&'static str> {
+        #[cfg(unix)]
+        {
+            async fn recv(signal: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
+                match signal {
+                    Some(signal) => signal.recv().await,
+                    None => std::future::pending().await,
+                }
+            }
+            tokio::select! {
+                r = tokio::signal::ctrl_c() => r.ok().map(|()| "interrupted"),
+                Some(()) = recv(&mut self.term) => Some("terminated (SIGTERM)"),
+                Some(()) = recv(&mut self.hup) => Some("hung up (SIGHUP)"),
+            }
+        }
+        #[cfg(not(unix))]
+        tokio::signal::ctrl_c().await.ok().map(|()| "interrupted")
+    }
 }

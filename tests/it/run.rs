@@ -406,17 +406,27 @@ fn an_atom_timeout_leaves_no_process_behind() {
 
 #[test]
 fn ctrl_c_stops_gracefully_and_start_resumes() {
-    use nix::sys::signal::{Signal, kill};
+    a_signal_stops_gracefully_and_start_resumes(nix::sys::signal::Signal::SIGINT);
+}
+
+#[test]
+fn kill_and_a_closed_terminal_stop_gracefully_too() {
+    a_signal_stops_gracefully_and_start_resumes(nix::sys::signal::Signal::SIGTERM);
+    a_signal_stops_gracefully_and_start_resumes(nix::sys::signal::Signal::SIGHUP);
+}
+
+fn a_signal_stops_gracefully_and_start_resumes(signal: nix::sys::signal::Signal) {
+    use nix::sys::signal::kill;
     use nix::unistd::Pid;
 
     let env = TestEnv::new();
-    let marker = format!("aot-it-sigint-{}", std::process::id());
+    let marker = format!("aot-it-{signal}-{}", std::process::id());
     let atoms = format!(
         "graph:\n  atoms:\n    quick: {{ run: \"echo 'summary: quick done'\" }}\n    long:\n      run: 'touch started; (exec -a {marker} sleep 1000)'\n      deps: [quick]\n"
     );
     env.write("aot.yaml", &aligned("test -f finished", &atoms));
     let child = env.start_until("started");
-    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
+    kill(Pid::from_raw(child.id() as i32), signal).unwrap();
     let output = child.wait_with_output().unwrap();
     assert_eq!(
         output.status.code(),
@@ -437,7 +447,7 @@ fn ctrl_c_stops_gracefully_and_start_resumes() {
         .flatten()
         .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
         .any(|c| String::from_utf8_lossy(&c).contains(&marker));
-    assert!(!alive, "the interrupted atom's process group is gone");
+    assert!(!alive, "{signal}: the interrupted atom's process group is gone");
     // Resuming: the long atom runs again (now finishing), quick is not rerun.
     let text = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
     let old_run = format!("touch started; (exec -a {marker} sleep 1000)");
