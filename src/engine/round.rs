@@ -463,15 +463,21 @@ impl Engine<'_> {
     fn assignment(&self, atom_id: &str, attempt: u32) -> Option<Assignment> {
         let atom = self.state.graph.atoms.get(atom_id)?;
         let bindings = &self.state.bindings;
-        let render = |text: &String| template::render(text, bindings).unwrap_or_else(|_| text.clone());
+        // Commands read bindings through variables; an agent's task is prose.
+        let mut shell = template::ShellText::default();
+        let mut command = |text: &String| shell.render(text, bindings).unwrap_or_else(|_| text.clone());
         let mut spec = atom.clone();
-        spec.run = atom.run.as_ref().map(render);
-        spec.agent = atom.agent.as_ref().map(render);
-        spec.probe = atom.probe.as_ref().map(render);
-        spec.check = atom.check.iter().map(render).collect();
+        spec.run = atom.run.as_ref().map(&mut command);
+        spec.probe = atom.probe.as_ref().map(&mut command);
+        spec.check = atom.check.iter().map(&mut command).collect();
+        spec.agent = atom
+            .agent
+            .as_ref()
+            .map(|text| template::render(text, bindings).unwrap_or_else(|_| text.clone()));
         let cwd = atom.cwd.as_ref().map_or_else(|| self.dir.clone(), |c| self.dir.join(c));
         let corrections = self.history.of_atom(atom_id).to_vec();
-        let env = self.attempt_env(atom_id, attempt, &corrections);
+        let mut env = self.attempt_env(atom_id, attempt, &corrections);
+        env.extend(shell.env);
         let mut must_not = Steer::new(&self.state.graph.atoms, &self.state.run.ggs).blocked_constraints();
         must_not.extend(
             self.must_not

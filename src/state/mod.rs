@@ -9,6 +9,7 @@
 pub mod diag;
 pub mod document;
 pub mod schema;
+pub mod shell;
 pub mod spans;
 pub mod template;
 pub mod validate;

@@ -2,6 +2,11 @@
 //! binding through templates in their text — `{{bindings.ID.summary}}` and
 //! `{{bindings.ID.output}}` — and through environment variables
 //! `AOT_BINDING_<ID>` (the summary). Pure functions.
+//!
+//! A binding is text an earlier command (or a model) printed, so it never
+//! becomes shell code: in a command, a template turns into a reference to a
+//! variable that holds the text, written for its place in the command
+//! (`ShellText`). Only an agent's task text gets the text itself (`render`).
 
 use indexmap::IndexMap;
 
@@ -69,6 +74,68 @@ pub fn render(text: &str, bindings: &IndexMap<AtomId, Binding>) -> Result<String
     }
     out.push_str(&text[last..]);
     Ok(out)
+}
+
+/// Shell commands with their templates replaced by variable references, and
+/// the variables those references read. One `ShellText` serves all commands of
+/// an attempt, so a name means the same binding in each.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShellText {
+    /// The variables: name and binding text.
+    pub env: Vec<(String, String)>,
+    /// For each variable: the atom and field it carries.
+    sources: Vec<(String, String)>,
+}
+
+impl ShellText {
+    /// Replaces each binding reference in a shell command with a reference
+    /// to a variable holding the binding's text (`AOT_BINDING_<ID>` for a
+    /// summary, `AOT_OUTPUT_<ID>` for an output tail), quoted for where it
+    /// stands, so that the text reaches the command as one word whatever it
+    /// holds: `$(…)`, backticks, quotes and newlines stay text. Returns the
+    /// ids whose binding is missing (as `render` does).
+    pub fn render(&mut self, text: &str, bindings: &IndexMap<AtomId, Binding>) -> Result<String, Vec<String>> {
+        render(text, bindings)?;
+        let refs = references(text);
+        let spans: Vec<_> = refs.iter().map(|r| r.span.clone()).collect();
+        let places = super::shell::quoting_at(text, &spans);
+        let mut command = String::with_capacity(text.len());
+        let mut last = 0;
+        for (r, place) in refs.iter().zip(places) {
+            let name = self.variable(&r.atom, &r.field, &bindings[r.atom.as_str()]);
+            command.push_str(&text[last..r.span.start]);
+            command.push_str(&place.reference(&name));
+            last = r.span.end;
+        }
+        command.push_str(&text[last..]);
+        Ok(command)
+    }
+
+    /// The variable carrying `atom`'s `field`, added on first use.
+    fn variable(&mut self, atom: &str, field: &str, binding: &Binding) -> String {
+        if let Some(i) = self.sources.iter().position(|(a, f)| a == atom && f == field) {
+            return self.env[i].0.clone();
+        }
+        let (base, value) = if field == "summary" {
+            (env_name(atom), &binding.summary)
+        } else {
+            (
+                env_name(atom).replacen("AOT_BINDING_", "AOT_OUTPUT_", 1),
+                &binding.output_tail,
+            )
+        };
+        // Ids that differ only in case or in `-`/`.`/`_` share a name.
+        let mut name = base.clone();
+        let mut n = 1;
+        while self.env.iter().any(|(taken, _)| *taken == name) {
+            n += 1;
+            name = format!("{base}_{n}");
+        }
+        // A process's environment cannot hold NUL.
+        self.env.push((name.clone(), value.replace('\0', "")));
+        self.sources.push((atom.to_string(), field.to_string()));
+        name
+    }
 }
 
 /// Returns the environment variable that carries an atom's binding summary:
@@ -144,6 +211,39 @@ mod tests {
         assert_eq!(
             render("{{bindings.build.summary}} {{bindings.fetch.size}}", &bindings()).unwrap_err(),
             ["build.summary", "fetch.size"]
+        );
+    }
+
+    #[test]
+    fn shell_templates_become_quoted_variable_references() {
+        let mut b = bindings();
+        b.insert("a-b".into(), b["fetch"].clone());
+        b.insert("a_B".into(), b["fetch"].clone());
+        let text = "echo {{bindings.fetch.summary}} \"({{bindings.fetch.output}})\" '{{bindings.a-b.summary}}' # {{bindings.a_B.summary}}";
+        let mut shell = ShellText::default();
+        assert_eq!(
+            shell.render(text, &b).unwrap(),
+            "echo \"${AOT_BINDING_FETCH}\" \"(${AOT_OUTPUT_FETCH})\" ''\"${AOT_BINDING_A_B}\"'' # ${AOT_BINDING_A_B_2}"
+        );
+        let names: Vec<&str> = shell.env.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "AOT_BINDING_FETCH",
+                "AOT_OUTPUT_FETCH",
+                "AOT_BINDING_A_B",
+                "AOT_BINDING_A_B_2"
+            ]
+        );
+        assert_eq!(shell.env[1].1, "Downloaded 42 crates");
+        assert_eq!(
+            shell.render("{{bindings.fetch.summary}}", &b).unwrap(),
+            "\"${AOT_BINDING_FETCH}\""
+        );
+        assert_eq!(shell.env.len(), 4, "a second command reuses the names");
+        assert_eq!(
+            shell.render("{{bindings.gone.summary}}", &b).unwrap_err(),
+            ["gone.summary"]
         );
     }
 

@@ -587,7 +587,8 @@ pub fn check_semantics(state: &StateFile, root: Option<&Node>) -> Vec<Diagnostic
     errors
 }
 
-/// Checks `{{bindings.ID.FIELD}}` references in `run`/`agent`: the atom must
+/// Checks `{{bindings.ID.FIELD}}` references in `run`, `agent`, `probe` and
+/// `check`: the atom must
 /// exist and be a dependency (direct or not) of the atom using it — otherwise
 /// its binding may not exist when the command runs — and FIELD must be
 /// `summary` or `output`.
@@ -596,8 +597,11 @@ fn check_templates(state: &StateFile, loc_of: &dyn Fn(&str, &str) -> Option<Loc>
     let ids: Vec<&str> = atoms.keys().map(AtomId::as_str).collect();
     let mut errors = Vec::new();
     for (id, atom) in atoms {
-        for (name, text) in [("run", &atom.run), ("agent", &atom.agent)] {
-            let Some(text) = text else { continue };
+        let texts = [("run", &atom.run), ("agent", &atom.agent), ("probe", &atom.probe)]
+            .into_iter()
+            .filter_map(|(name, text)| Some((name, text.as_ref()?)))
+            .chain(atom.check.iter().map(|text| ("check", text)));
+        for (name, text) in texts {
             let refs = crate::state::template::references(text);
             if refs.is_empty() {
                 continue;

@@ -10,6 +10,7 @@ mod fold;
 mod ggs;
 mod graph;
 mod graph_props;
+mod hostile;
 mod journal;
 mod memory;
 mod roundtrip;

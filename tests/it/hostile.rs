@@ -1,0 +1,125 @@
+//! Hostile input and hostile neighbours: text an atom prints, files planted
+//! in the folder, outputs without bound, a journal changed under a run.
+
+use crate::common::TestEnv;
+
+const HEAD: &str = "version: 1
+objective:
+  goal: g
+  background_intent: b
+  deliverables: d
+  definition_of_done: done
+  base_case:
+    command: test -f used.done
+  constraints:
+    max_retries: 0
+graph:
+  atoms:
+";
+
+/// A summary and an output that try every way out of a shell word.
+const EVIL: &str = r#"printf '%s\n' 'line $(touch PWNED-out) `touch PWNED-out2`' 'EOF' 'END'; printf 'summary: a $(touch PWNED1) `touch PWNED2` x'"'"'; touch PWNED3; echo '"'"' "q" \\ ${HOME} !! *\000z\n'"#;
+
+#[test]
+fn a_binding_reaches_the_next_command_as_text_never_as_code() {
+    let env = TestEnv::new();
+    let use_run = r#"printf '%s' {{bindings.evil.summary}} > bare.txt
+        printf '%s' "{{bindings.evil.summary}}" > double.txt
+        printf '%s' '{{bindings.evil.summary}}' > single.txt
+        printf '%s' $'{{bindings.evil.summary}}' > ansi.txt
+        printf '%s' "$(printf '%s' {{bindings.evil.summary}})" > nested.txt
+        cat > heredoc.txt <<EOF
+        {{bindings.evil.summary}}
+        EOF
+        printf '%s' "{{bindings.evil.output}}" > output.txt
+        touch used.done"#;
+    let text = format!(
+        "{HEAD}    evil:\n      run: {}\n    use:\n      deps: [evil]\n      run: |\n        {}\n",
+        serde_json::to_string(EVIL).unwrap(),
+        use_run
+    );
+    env.write("aot.yaml", &text);
+    let run = env.aot(&["start"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+
+    let pwned: Vec<String> = std::fs::read_dir(env.dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| name.starts_with("PWNED"))
+        .collect();
+    assert!(pwned.is_empty(), "a binding ran as code: {pwned:?}");
+
+    let summary = "a $(touch PWNED1) `touch PWNED2` x'; touch PWNED3; echo ' \"q\" \\ ${HOME} !! *z";
+    for file in ["bare.txt", "double.txt", "single.txt", "ansi.txt", "nested.txt"] {
+        let got = std::fs::read_to_string(env.path(file)).unwrap();
+        assert_eq!(got, summary, "{file}");
+    }
+    let heredoc = std::fs::read_to_string(env.path("heredoc.txt")).unwrap();
+    assert_eq!(heredoc.trim_end(), summary);
+    let output = std::fs::read_to_string(env.path("output.txt")).unwrap();
+    assert!(
+        output.starts_with("line $(touch PWNED-out) `touch PWNED-out2`\nEOF\nEND\n"),
+        "{output}"
+    );
+}
+
+mod shell_words {
+    use aot::model::time::Timestamp;
+    use aot::state::Binding;
+    use aot::state::template::ShellText;
+    use indexmap::IndexMap;
+    use proptest::prelude::*;
+
+    /// Commands that print the binding of `x` from each place a template can stand.
+    const PLACES: [&str; 7] = [
+        "printf '%s' {{bindings.x.summary}}",
+        "printf '%s' \"{{bindings.x.summary}}\"",
+        "printf '%s' '{{bindings.x.summary}}'",
+        "printf '%s' $'{{bindings.x.summary}}'",
+        "printf '%s' \"$(printf '%s' '{{bindings.x.summary}}')\"",
+        "printf '%s' \"`printf '%s' {{bindings.x.summary}}`\"",
+        "cat <<EOF\n{{bindings.x.summary}}\nEOF",
+    ];
+
+    fn run(command: &str, env: &[(String, String)]) -> std::process::Output {
+        std::process::Command::new("bash")
+            .arg("-c")
+            .arg(command)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .output()
+            .expect("run bash")
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+        /// Whatever the text, bash prints it back unchanged from every place.
+        #[test]
+        fn any_text_is_one_word_in_every_place(
+            value in proptest::string::string_regex("[a-z $()`'\"\\\\;&|*?{}#!<>~=\n\t]{0,40}").unwrap(),
+            place in 0..PLACES.len(),
+        ) {
+            let mut bindings = IndexMap::new();
+            bindings.insert("x".into(), Binding {
+                summary: value.clone(),
+                output_tail: String::new(),
+                artifacts: vec![],
+                at: Timestamp::from_millis(0),
+                attempt: 1,
+            });
+            let mut shell = ShellText::default();
+            let command = shell.render(PLACES[place], &bindings).unwrap();
+            let out = run(&command, &shell.env);
+            let printed = String::from_utf8_lossy(&out.stdout);
+            // Substitutions drop trailing newlines; a here-document adds one.
+            let (got, want) = if place >= 4 {
+                (printed.trim_end_matches('\n').to_string(), value.trim_end_matches('\n').to_string())
+            } else {
+                (printed.into_owned(), value.clone())
+            };
+            prop_assert_eq!(got, want, "command: {}", command);
+        }
+    }
+}
