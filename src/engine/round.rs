@@ -14,7 +14,7 @@ use super::{Engine, EngineError};
 use crate::journal::Reflection;
 use crate::journal::event::Event;
 use crate::model::Criterion;
-use crate::model::text::tail;
+use crate::model::text::{MESSAGE_MAX, SUMMARY_MAX, cut, tail};
 use crate::state::template;
 use crate::state::{Atom, AtomId, AtomStatus, Binding, FailureClass};
 use crate::steer::Steer;
@@ -277,7 +277,8 @@ impl Engine<'_> {
             Attempted::Cancelled => d.cancelled.push(atom),
             Attempted::Solved { summary, output } => {
                 let binding = Binding {
-                    summary,
+                    // A worker's text is bounded here, whatever the worker.
+                    summary: cut(&summary, SUMMARY_MAX),
                     output_tail: tail(&output, BINDING_TAIL),
                     artifacts: Vec::new(),
                     at: self.clock.now(),
@@ -291,7 +292,7 @@ impl Engine<'_> {
                 blocked: Some(probe),
                 message,
                 ..
-            } => self.block(&atom, format!("{message}; {probe}"))?,
+            } => self.block(&atom, cut(&format!("{message}; {probe}"), MESSAGE_MAX))?,
             Attempted::Failed {
                 class,
                 criterion,
@@ -299,6 +300,7 @@ impl Engine<'_> {
                 blocked: None,
             } => {
                 let retry = attempt < max_attempts;
+                let message = cut(&message, MESSAGE_MAX);
                 self.failed(d, atom, attempt, retry, (class, criterion, message))?;
             }
         }

@@ -11,6 +11,25 @@ pub fn last_lines(output: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
+/// The most a binding's summary keeps, in bytes.
+pub const SUMMARY_MAX: usize = 1_024;
+
+/// The most a failure message keeps, in bytes (the output it quotes included).
+pub const MESSAGE_MAX: usize = 4_096;
+
+/// `text` cut to its first `max` bytes (never inside a character), with a
+/// note of how much was cut, so that a cut is visible.
+pub fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… [{} bytes cut]", &text[..end], text.len() - end)
+}
+
 /// The most output a failure message quotes, in bytes.
 pub const MESSAGE_TAIL: usize = 2_000;
 
@@ -52,6 +71,13 @@ mod tests {
         assert_eq!(tail("one\ntwo\nthree", 9), "three");
         let cut = tail("ééééé", 3);
         assert!(cut.len() <= 3 && cut.chars().all(|c| c == 'é'), "{cut:?}");
+    }
+
+    #[test]
+    fn cut_keeps_the_head_and_says_what_it_dropped() {
+        assert_eq!(cut("short", 10), "short");
+        assert_eq!(cut("abcdef", 4), "abcd… [2 bytes cut]");
+        assert_eq!(cut("éé", 3), "é… [2 bytes cut]");
     }
 
     #[test]

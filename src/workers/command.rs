@@ -166,28 +166,52 @@ impl Summary {
     }
 }
 
-async fn read_lines<R: AsyncRead + Unpin>(
-    reader: R,
-    tx: tokio::sync::mpsc::UnboundedSender<(bool, String)>,
-    stdout: bool,
-) {
+/// The longest output line kept whole; the rest of a longer line is dropped
+/// (and counted), so a command printing one endless line costs no memory.
+pub const LINE_MAX: usize = 64 * 1024;
+
+/// How long output pipes are still read after the command has ended (or was
+/// killed): a process that left the group (`setsid … &`) and kept the pipes
+/// open does not hold the attempt beyond this.
+pub const AFTER_EXIT: Duration = Duration::from_secs(1);
+
+async fn read_lines<R: AsyncRead + Unpin>(reader: R, tx: tokio::sync::mpsc::Sender<(bool, String)>, stdout: bool) {
     let mut reader = BufReader::new(reader);
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        match reader.read_until(b'\n', &mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {
-                let mut line = String::from_utf8_lossy(&buf).into_owned();
-                if !line.ends_with('\n') {
-                    line.push('\n');
-                }
-                if tx.send((stdout, line)).is_err() {
-                    break;
-                }
-            }
+    let mut line = Vec::new();
+    let mut dropped = 0;
+    while let Ok(chunk) = reader.fill_buf().await {
+        if chunk.is_empty() {
+            break;
+        }
+        let (len, ended) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        let content = len - usize::from(ended);
+        let keep = LINE_MAX.saturating_sub(line.len()).min(content);
+        line.extend_from_slice(&chunk[..keep]);
+        dropped += content - keep;
+        reader.consume(len);
+        if ended && tx.send((stdout, finish_line(&mut line, &mut dropped))).await.is_err() {
+            return;
         }
     }
+    if !line.is_empty() || dropped > 0 {
+        let _ = tx.send((stdout, finish_line(&mut line, &mut dropped))).await;
+    }
+}
+
+/// The line read so far (without its break) as text ending in a line break,
+/// with a note of what was cut from it; empties the buffer.
+fn finish_line(line: &mut Vec<u8>, dropped: &mut usize) -> String {
+    let mut text = String::from_utf8_lossy(line).into_owned();
+    line.clear();
+    if *dropped > 0 {
+        text.push_str(&format!("… [{} bytes cut]", *dropped));
+        *dropped = 0;
+    }
+    text.push('\n');
+    text
 }
 
 /// Process groups of the commands running now, so that an emergency exit can
@@ -254,12 +278,13 @@ pub async fn run(spec: &CommandSpec, cancel: &CancellationToken) -> CommandResul
     };
     let pid = child.id();
     track(pid, true);
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+    let mut readers = tokio::task::JoinSet::new();
     if let Some(out) = child.stdout.take() {
-        tokio::spawn(read_lines(out, tx.clone(), true));
+        readers.spawn(read_lines(out, tx.clone(), true));
     }
     if let Some(err) = child.stderr.take() {
-        tokio::spawn(read_lines(err, tx.clone(), false));
+        readers.spawn(read_lines(err, tx.clone(), false));
     }
     drop(tx);
     if let (Some(mut stdin), Some(text)) = (child.stdin.take(), spec.stdin.clone()) {
@@ -279,9 +304,24 @@ pub async fn run(spec: &CommandSpec, cancel: &CancellationToken) -> CommandResul
     };
     tokio::pin!(sleep_until);
     let mut exit = None;
+    let mut ended_at = None;
     let mut streams_open = true;
     while exit.is_none() || streams_open {
+        if exit.is_some() && ended_at.is_none() {
+            ended_at = Some(tokio::time::Instant::now());
+        }
+        let stop_reading = ended_at.unwrap_or_else(tokio::time::Instant::now) + AFTER_EXIT;
         tokio::select! {
+            _ = tokio::time::sleep_until(stop_reading), if ended_at.is_some() && streams_open => {
+                // A process outside the group still holds the pipes open.
+                readers.abort_all();
+                streams_open = false;
+                capture.push(&format!(
+                    "[aot: output still open {}s after the command ended: a background process holds it; \
+                     redirect a service's output (`setsid svc >svc.log 2>&1 &`)]\n",
+                    AFTER_EXIT.as_secs()
+                ));
+            },
             line = rx.recv(), if streams_open => match line {
                 Some((is_stdout, line)) => {
                     if is_stdout {

@@ -123,3 +123,43 @@ mod shell_words {
         }
     }
 }
+
+#[test]
+fn an_endless_output_line_is_cut_and_the_files_stay_small() {
+    let env = TestEnv::new();
+    let text = format!(
+        "{HEAD}    flood:\n      run: \"printf 'summary: '; head -c 100000000 /dev/zero | tr '\\\\0' x; echo\"\n    used:\n      deps: [flood]\n      run: touch used.done\n"
+    );
+    env.write("aot.yaml", &text);
+    let run = env.aot(&["start"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    let state = std::fs::metadata(env.path("aot.yaml")).unwrap().len();
+    let journal = std::fs::metadata(env.path("aot.yaml.journal.jsonl")).unwrap().len();
+    assert!(state < 16 * 1024, "state file is {state} bytes");
+    assert!(journal < 32 * 1024, "journal is {journal} bytes");
+    let status = env.aot(&["status", "--json"]);
+    assert_eq!(status.code, 0, "{}", status.transcript());
+    let saved = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
+    assert!(saved.contains("bytes cut]"), "the cut is visible:\n{saved}");
+}
+
+#[test]
+fn a_service_left_holding_the_output_does_not_hold_the_run() {
+    let env = TestEnv::new();
+    // The service escapes the atom's process group and keeps its stdout.
+    let text = format!(
+        "{HEAD}    service:\n      run: \"mkfifo ready; setsid bash -c 'echo $$ > svc.pid; echo > ready; exec sleep 60' & read < ready; echo started\"\n    used:\n      deps: [service]\n      run: touch used.done\n"
+    );
+    env.write("aot.yaml", &text);
+    let run = env.aot(&["start"]);
+    let pid = std::fs::read_to_string(env.path("svc.pid")).unwrap_or_default();
+    let pid: u32 = pid.trim().parse().expect("the service wrote its pid");
+    // Running, not a zombie nobody reaped.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let alive = stat
+        .rsplit_once(") ")
+        .is_some_and(|(_, rest)| !rest.starts_with(['Z', 'X']));
+    let _ = std::process::Command::new("kill").arg(pid.to_string()).status();
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    assert!(alive, "the run ended while the service still ran");
+}
