@@ -115,10 +115,10 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
 
     // Editors validate the file against the schema written beside it.
     let store_paths = aot::store::Paths::new(&ctx.state);
-    std::fs::create_dir_all(&store_paths.aot_dir)
+    aot::model::file::real_dir(&store_paths.aot_dir)
         .map_err(|e| CliError::new(format!("{}: {e}", store_paths.aot_dir.display())))?;
     let schema_path = store_paths.aot_dir.join("state.schema.json");
-    std::fs::write(&schema_path, aot::state::schema::state_schema_text())
+    aot::store::write_atomic(&schema_path, aot::state::schema::state_schema_text().as_bytes())
         .map_err(|e| CliError::new(format!("{}: {e}", schema_path.display())))?;
     let header = match Format::of(&ctx.state) {
         Format::Yaml => format!(

@@ -44,7 +44,9 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
         .map(|t| document::header_of(&t))
         .unwrap_or_default();
     let text = document::to_text(&state, format, &header).map_err(CliError::new)?;
-    store::write_atomic(&ctx.state, text.as_bytes()).map_err(|e| CliError::new(format!("{}: {e}", ctx.label())))?;
+    aot::model::file::refuse_link(&ctx.state)
+        .and_then(|()| store::write_atomic(&ctx.state, text.as_bytes()))
+        .map_err(|e| CliError::new(format!("{}: {e}", ctx.label())))?;
     if ctx.json {
         println!(
             "{}",

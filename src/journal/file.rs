@@ -210,12 +210,9 @@ impl Journal {
             path: path.to_path_buf(),
             source,
         };
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(path)
-            .map_err(io)?;
+        let mut file =
+            crate::model::file::open_no_follow(path, OpenOptions::new().read(true).append(true).create(true))
+                .map_err(io)?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(io)?;
         let contents = parse(path, &bytes, 0, 0, 0)?;

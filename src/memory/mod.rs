@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::file;
 use crate::model::time::Timestamp;
 
 mod calibration;
@@ -513,11 +514,7 @@ impl MemoryFile {
         if let Some(dir) = self.lock.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(self.io(dir))?;
         }
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&self.lock)
+        let file = file::open_no_follow(&self.lock, OpenOptions::new().create(true).truncate(false).write(true))
             .map_err(self.io(&self.lock))?;
         file.lock().map_err(self.io(&self.lock))?;
         Ok(file)
@@ -543,10 +540,7 @@ impl MemoryFile {
             text.push_str(&serde_json::to_string(entry).unwrap_or_default());
             text.push('\n');
         }
-        let mut file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)
+        let mut file = file::open_no_follow(&self.path, OpenOptions::new().create(true).append(true))
             .map_err(self.io(&self.path))?;
         file.write_all(text.as_bytes()).map_err(self.io(&self.path))?;
         file.sync_data().map_err(self.io(&self.path))
@@ -614,7 +608,7 @@ impl MemoryFile {
                     kept.push('\n');
                 }
             }
-            crate::model::file::write_atomic(&self.path, kept.as_bytes()).map_err(self.io(&self.path))?;
+            file::write_atomic(&self.path, kept.as_bytes()).map_err(self.io(&self.path))?;
         }
         let mut entries: Vec<Entry> = plan
             .demote

@@ -74,7 +74,7 @@ impl Paths {
                 self.state
                     .with_file_name(format!("{name}.rejected-{n}.{}", format.extension()))
             })
-            .find(|p| !p.exists())
+            .find(|p| std::fs::symlink_metadata(p).is_err())
             .unwrap_or_else(|| {
                 self.state
                     .with_file_name(format!("{name}.rejected.{}", format.extension()))
@@ -182,28 +182,25 @@ impl RunnerLock {
 
 /// Takes the short lock of a state file, waiting for other holders.
 pub fn lock_short(paths: &Paths) -> Result<ShortLock, StoreError> {
-    std::fs::create_dir_all(&paths.aot_dir).map_err(io_error(&paths.aot_dir))?;
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&paths.lock)
-        .map_err(io_error(&paths.lock))?;
+    file::real_dir(&paths.aot_dir).map_err(io_error(&paths.aot_dir))?;
+    let file = file::open_no_follow(
+        &paths.lock,
+        OpenOptions::new().read(true).write(true).create(true).truncate(false),
+    )
+    .map_err(io_error(&paths.lock))?;
     file.lock().map_err(io_error(&paths.lock))?;
     Ok(ShortLock { _file: file })
 }
 
 /// Takes the runner lock at once, or fails naming the pid that holds it.
 pub fn acquire_runner(paths: &Paths, pid: u32) -> Result<RunnerLock, StoreError> {
-    std::fs::create_dir_all(&paths.aot_dir).map_err(io_error(&paths.aot_dir))?;
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&paths.runner)
-        .map_err(io_error(&paths.runner))?;
+    file::refuse_link(&paths.state).map_err(io_error(&paths.state))?;
+    file::real_dir(&paths.aot_dir).map_err(io_error(&paths.aot_dir))?;
+    let mut file = file::open_no_follow(
+        &paths.runner,
+        OpenOptions::new().read(true).write(true).create(true).truncate(false),
+    )
+    .map_err(io_error(&paths.runner))?;
     match file.try_lock() {
         Ok(()) => {
             file.set_len(0).map_err(io_error(&paths.runner))?;
@@ -240,6 +237,7 @@ fn runner_pid(paths: &Paths) -> Option<u32> {
     text.trim().parse().ok()
 }
 
+use crate::model::file;
 pub use crate::model::file::write_atomic;
 
 /// What the store last read or wrote: the basis for detecting edits.
@@ -342,6 +340,8 @@ impl Store {
     /// returns the state. Holds the short lock while doing so.
     pub fn open(&mut self) -> Result<(StateFile, Vec<Notice>), StoreError> {
         let _lock = self.lock()?;
+        // Writers hold this lock: a temporary file seen now is a dead one's.
+        file::remove_stale_temps(&self.paths.state);
         self.reconcile()
     }
 
@@ -686,21 +686,22 @@ impl Store {
         let text = self.render(state)?;
         let path = self.paths.state.clone();
         let dir = self.paths.dir().to_path_buf();
-        let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
-        let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
         let io = io_error(&path);
+        file::refuse_link(&path).map_err(io_error(&path))?;
         let prepared = (|| {
-            let mut file = File::create(&tmp)?;
-            if let Ok(meta) = std::fs::metadata(&path) {
-                file.set_permissions(meta.permissions())?;
+            let mut file = file::temp_beside(&path)?;
+            if let Ok(meta) = std::fs::symlink_metadata(&path) {
+                file.as_file().set_permissions(meta.permissions())?;
             }
             file.write_all(text.as_bytes())?;
-            file.sync_all()
+            file.as_file().sync_all()?;
+            // From here the name is ours to rename or remove.
+            file.into_temp_path().keep().map_err(|e| e.error)
         })();
-        if let Err(e) = prepared {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(io(e));
-        }
+        let tmp = match prepared {
+            Ok(tmp) => tmp,
+            Err(e) => return Err(io(e)),
+        };
         // Swap the new file in atomically; what was there comes out under `tmp`.
         let swapped = nix::fcntl::renameat2(
             nix::fcntl::AT_FDCWD,

@@ -163,3 +163,106 @@ fn a_service_left_holding_the_output_does_not_hold_the_run() {
     assert_eq!(run.code, 0, "{}", run.transcript());
     assert!(alive, "the run ended while the service still ran");
 }
+
+mod planted_links {
+    use std::os::unix::fs::{PermissionsExt, symlink};
+
+    use crate::common::TestEnv;
+
+    /// A folder with a runnable state file and a file outside it that links must not reach.
+    fn folder() -> (TestEnv, std::path::PathBuf) {
+        let env = TestEnv::new();
+        env.write(
+            "aot.yaml",
+            &format!("{}    a:\n      run: touch used.done\n", super::HEAD),
+        );
+        let victim = env.write("victim", "precious\n");
+        std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).unwrap();
+        (env, victim)
+    }
+
+    fn assert_untouched(victim: &std::path::Path) {
+        assert_eq!(std::fs::read_to_string(victim).unwrap(), "precious\n");
+        let mode = std::fs::metadata(victim).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+
+    fn assert_refused(run: &crate::common::Run, link: &str) {
+        assert_ne!(run.code, 0, "{}", run.transcript());
+        assert!(
+            run.stderr.contains(link) && run.stderr.contains("is a symbolic link"),
+            "names the link {link}: {}",
+            run.transcript()
+        );
+    }
+
+    #[test]
+    fn a_link_at_a_lock_or_the_journal_is_refused() {
+        for link in [".aot/aot.yaml.runner", ".aot/aot.yaml.lock", "aot.yaml.journal.jsonl"] {
+            let (env, victim) = folder();
+            std::fs::create_dir_all(env.path(".aot")).unwrap();
+            symlink(&victim, env.path(link)).unwrap();
+            let run = env.aot(&["start"]);
+            assert_refused(&run, link);
+            assert_untouched(&victim);
+            assert!(!env.path("used.done").exists(), "nothing ran");
+        }
+    }
+
+    #[test]
+    fn a_linked_aot_folder_is_refused() {
+        let (env, victim) = folder();
+        let elsewhere = env.path("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        symlink(&elsewhere, env.path(".aot")).unwrap();
+        let run = env.aot(&["start"]);
+        assert_refused(&run, ".aot");
+        assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+        assert_untouched(&victim);
+    }
+
+    #[test]
+    fn a_linked_state_file_is_read_but_never_replaced() {
+        let (env, _) = folder();
+        std::fs::create_dir(env.path("real")).unwrap();
+        std::fs::rename(env.path("aot.yaml"), env.path("real/plan.yaml")).unwrap();
+        symlink("real/plan.yaml", env.path("aot.yaml")).unwrap();
+        let before = std::fs::read_to_string(env.path("real/plan.yaml")).unwrap();
+        let run = env.aot(&["start"]);
+        assert_refused(&run, "aot.yaml");
+        assert!(
+            run.stderr.contains("real/plan.yaml"),
+            "names the target: {}",
+            run.stderr
+        );
+        assert!(
+            std::fs::symlink_metadata(env.path("aot.yaml"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(std::fs::read_to_string(env.path("real/plan.yaml")).unwrap(), before);
+        let validate = env.aot(&["validate"]);
+        assert_eq!(
+            validate.code,
+            0,
+            "reading through the link is fine: {}",
+            validate.transcript()
+        );
+    }
+
+    #[test]
+    fn a_save_never_writes_through_a_link_at_a_temporary_name() {
+        let (env, victim) = folder();
+        let path = env.path("aot.yaml");
+        let mut store = env.store(&path);
+        store.open().unwrap();
+        // The name a save in this process used for its temporary file.
+        symlink(&victim, env.path(&format!(".aot.yaml.tmp-{}", std::process::id()))).unwrap();
+        store
+            .transact(|_| Ok::<_, ()>((vec![aot::journal::event::Event::RunPaused {}], ())))
+            .unwrap()
+            .unwrap();
+        assert_untouched(&victim);
+    }
+}
