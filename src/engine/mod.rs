@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::graph::WorkGraph;
 use crate::journal::event::{Event, Record};
-use crate::journal::{Folded, History};
+use crate::journal::{Folded, History, JournalError};
 use crate::model::time::Clock;
 use crate::state::{AtomId, AtomStatus, Evidence, StateFile, StopReason, StopRecord, VerifyPolicy};
 use crate::store::{Committed, Compacted, Store, StoreError};
@@ -327,13 +327,35 @@ impl<'a> Engine<'a> {
     pub async fn run(mut self) -> Result<Ended, EngineError> {
         self.open_memory().await;
         let dreamer = self.start_dreamer(self.options.dream_every.unwrap_or(Duration::from_secs(300)));
-        let ended = self.run_loop().await;
+        let mut ended = self.run_loop().await;
+        if let Err(EngineError::Store(StoreError::Journal(JournalError::Rewound { .. }))) = &ended {
+            ended = self.restore_journal().and(ended);
+        }
         if let Some(dreamer) = dreamer {
             dreamer.abort();
         }
         // Every Megram of the run is written before the run reports its end.
         self.close_memory().await;
         ended
+    }
+
+    /// The journal was cut, replaced or deleted under the run: this run's
+    /// state (which folds every record it saw) becomes the journal again and
+    /// is saved, so every solved binding survives; the run still ends with
+    /// the error, since someone meant to change the journal.
+    fn restore_journal(&mut self) -> Result<(), EngineError> {
+        let failures = self.history.failures();
+        let state = self.state.clone();
+        let kept = off_the_loop(|| self.store.restore_journal(&state, failures))?;
+        let found = kept.map_or_else(
+            || "the journal was gone".to_string(),
+            |kept| format!("the journal found was kept as {}", kept.display()),
+        );
+        self.observer.warn(&format!(
+            "{found}; the run's own record (through record {}) is the journal again and the state file was saved from it",
+            self.state.run.revision
+        ));
+        Ok(())
     }
 
     async fn run_loop(&mut self) -> Result<Ended, EngineError> {

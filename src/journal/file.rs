@@ -8,7 +8,9 @@ use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use crate::journal::event::{Event, RECORD_VERSION, Record};
+use crate::model::AtomId;
 use crate::model::time::Timestamp;
+use crate::state::StateFile;
 
 /// Why the journal could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +32,21 @@ pub enum JournalError {
         line: usize,
         /// What is wrong.
         message: String,
+    },
+    /// The journal changed under this handle in a way no aot process makes:
+    /// cut short, replaced by one that does not continue it, or deleted.
+    #[error(
+        "journal {}: {what} while this process was using it (it had read through record {seq}); \
+         stopped rather than fold a journal that went back over newer state",
+        path.display()
+    )]
+    Rewound {
+        /// The journal.
+        path: PathBuf,
+        /// What happened to it.
+        what: String,
+        /// The last record this handle had read or written.
+        seq: u64,
     },
 }
 
@@ -262,13 +279,37 @@ impl Journal {
         };
         let meta = self.file.metadata().map_err(io)?;
         let len = meta.len();
-        let replaced = std::fs::metadata(&self.path).is_ok_and(|now| !same_file(&meta, &now));
+        let rewound = |what: &str| JournalError::Rewound {
+            path: self.path.clone(),
+            what: what.to_string(),
+            seq: self.last_seq,
+        };
+        let replaced = match std::fs::symlink_metadata(&self.path) {
+            Ok(now) => !same_file(&meta, &now),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(rewound("deleted")),
+            Err(e) => return Err(io(e)),
+        };
         if len == self.len && !replaced {
             return Ok(Vec::new());
         }
-        if len < self.len || replaced {
-            // Compacted or truncated by someone else: start over. The records
-            // returned begin with what replaced those this handle had read.
+        if len < self.len && !replaced {
+            return Err(rewound(&format!("cut from {} to {len} bytes", self.len)));
+        }
+        if replaced {
+            // Compaction replaces the file with one that starts with a
+            // `compacted` record at or past every record this handle read;
+            // anything else went back in time.
+            let contents = read(&self.path)?;
+            let continues = contents
+                .records
+                .first()
+                .is_some_and(|first| matches!(first.event, Event::Compacted { .. }) && first.seq >= self.last_seq);
+            if !continues {
+                return Err(rewound(&format!(
+                    "replaced by a file whose records end at {}",
+                    contents.last_seq()
+                )));
+            }
             let (fresh, contents) = Journal::open(&self.path)?;
             let durable = self.durable;
             *self = fresh;
@@ -315,7 +356,20 @@ impl Journal {
                 failures,
             },
         };
-        let mut line = serde_json::to_vec(&record).map_err(|e| JournalError::Io {
+        let bytes_after = self.replace_with(&record)?;
+        Ok(Some(Compaction {
+            bytes_after,
+            record,
+            records: contents.records.len(),
+            through: contents.last_seq(),
+            bytes_before: contents.valid_len,
+        }))
+    }
+
+    /// Replaces the journal with `record` alone, atomically, and reads on
+    /// from there. Returns the new length.
+    fn replace_with(&mut self, record: &Record) -> Result<u64, JournalError> {
+        let mut line = serde_json::to_vec(record).map_err(|e| JournalError::Io {
             path: self.path.clone(),
             source: std::io::Error::other(e),
         })?;
@@ -328,13 +382,45 @@ impl Journal {
         let durable = self.durable;
         *self = fresh;
         self.durable = durable;
-        Ok(Some(Compaction {
-            bytes_after: line.len() as u64,
-            record,
-            records: contents.records.len(),
-            through: contents.last_seq(),
-            bytes_before: contents.valid_len,
-        }))
+        Ok(line.len() as u64)
+    }
+
+    /// After [`JournalError::Rewound`]: keeps whatever file is at the
+    /// journal's path now as `<journal>.rewound-<n>` and starts the journal
+    /// again from `state` — this process's fold, newer than what it found —
+    /// as one `compacted` record at the last sequence number it had read or
+    /// written. Returns where the found file was kept, if there was one.
+    pub fn restore(
+        &mut self,
+        state: StateFile,
+        failures: Vec<(AtomId, super::Reflection)>,
+        at: Timestamp,
+    ) -> Result<Option<PathBuf>, JournalError> {
+        let io = |source| JournalError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        let mut kept = None;
+        if std::fs::symlink_metadata(&self.path).is_ok() {
+            let name = self.path.file_name().unwrap_or_default().to_string_lossy().into_owned();
+            let aside = (1..)
+                .map(|n| self.path.with_file_name(format!("{name}.rewound-{n}")))
+                .find(|p| std::fs::symlink_metadata(p).is_err())
+                .unwrap_or_else(|| self.path.with_file_name(format!("{name}.rewound")));
+            std::fs::rename(&self.path, &aside).map_err(io)?;
+            kept = Some(aside);
+        }
+        let record = Record {
+            v: RECORD_VERSION,
+            seq: self.last_seq,
+            at,
+            event: Event::Compacted {
+                state: Box::new(state),
+                failures,
+            },
+        };
+        self.replace_with(&record)?;
+        Ok(kept)
     }
 
     /// Returns the journal's length in bytes (its complete records).

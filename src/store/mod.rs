@@ -495,6 +495,25 @@ impl Store {
         Ok(Compacted::Done(compaction))
     }
 
+    /// After the journal was cut, replaced or deleted under this store
+    /// ([`JournalError::Rewound`]): keeps the file found as
+    /// `<journal>.rewound-<n>`, starts the journal again from `state` (the
+    /// caller's fold, which holds every record it saw) and saves the state
+    /// file from it, so nothing solved is lost and the file is again the fold
+    /// of its journal. Returns where the found journal was kept.
+    pub fn restore_journal(
+        &mut self,
+        state: &StateFile,
+        failures: Vec<(crate::model::AtomId, crate::journal::Reflection)>,
+    ) -> Result<Option<PathBuf>, StoreError> {
+        let _lock = self.lock()?;
+        let at = self.clock.now();
+        let kept = self.ensure_journal()?.restore(state.clone(), failures, at)?;
+        self.unsaved.clear();
+        self.write(state)?;
+        Ok(kept)
+    }
+
     /// Returns the journal's size in bytes, as this store last saw it.
     pub fn journal_len(&self) -> u64 {
         self.journal.as_ref().map_or(0, Journal::len)

@@ -266,3 +266,74 @@ mod planted_links {
         assert_untouched(&victim);
     }
 }
+
+mod journal_under_a_run {
+    use crate::common::TestEnv;
+
+    /// A chain a → b → c → d where `c` does something to the journal.
+    fn chain(env: &TestEnv, c_run: &str) {
+        let text = format!(
+            "{}    a:\n      run: echo summary=a\n    b:\n      deps: [a]\n      run: echo summary=b\n    c:\n      deps: [b]\n      run: {c_run}\n    d:\n      deps: [c]\n      run: touch used.done\n",
+            super::HEAD
+        );
+        env.write("aot.yaml", &text);
+    }
+
+    fn assert_stopped_keeping_bindings(env: &TestEnv, what: &str) {
+        let run = env.aot(&["start"]);
+        assert_ne!(run.code, 0, "{}", run.transcript());
+        assert!(
+            run.stderr.contains(what),
+            "says the journal was {what}: {}",
+            run.transcript()
+        );
+        assert!(!env.path("used.done").exists(), "the run stopped");
+        let state = aot::state::document::read(&env.path("aot.yaml")).unwrap().state;
+        for atom in ["a", "b"] {
+            assert!(
+                state.bindings.contains_key(atom),
+                "{atom} keeps its binding:\n{state:#?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_journal_cut_short_stops_the_run() {
+        let env = TestEnv::new();
+        chain(&env, "'[ -f once ] || { touch once; : > aot.yaml.journal.jsonl; }'");
+        assert_stopped_keeping_bindings(&env, "cut from");
+        let check = env.aot(&["replay", "--check"]);
+        assert_eq!(
+            check.code,
+            0,
+            "the file is the fold of its journal again: {}",
+            check.transcript()
+        );
+        let found: Vec<_> = std::fs::read_dir(env.dir.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().contains(".rewound-"))
+            .collect();
+        assert_eq!(found.len(), 1, "the journal found is kept aside");
+        let again = env.aot(&["start"]);
+        assert_eq!(again.code, 0, "{}", again.transcript());
+        assert!(env.path("used.done").exists());
+    }
+
+    #[test]
+    fn a_deleted_journal_stops_the_run() {
+        let env = TestEnv::new();
+        chain(&env, "rm aot.yaml.journal.jsonl");
+        assert_stopped_keeping_bindings(&env, "deleted");
+    }
+
+    #[test]
+    fn a_journal_replaced_by_an_older_copy_stops_the_run() {
+        let env = TestEnv::new();
+        chain(
+            &env,
+            "head -n 2 aot.yaml.journal.jsonl > old && mv old aot.yaml.journal.jsonl",
+        );
+        assert_stopped_keeping_bindings(&env, "replaced by a file");
+    }
+}
