@@ -129,5 +129,47 @@ fn journal_append(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, save_and_load, journal_append);
+/// Files of about 1 MB built to make validation slow (issue 12): dangling
+/// dependencies on one line, bad templates, a long unknown name among many
+/// atoms. Parse, validate and render the report, as `aot validate` does.
+fn validate_hostile(c: &mut Criterion) {
+    let head = r#"{"version":1,"objective":{"goal":"g","background_intent":"b","deliverables":"d","definition_of_done":"x","base_case":{"command":"true"}},"graph":{"atoms":"#;
+    let deps: Vec<String> = (0..70_000).map(|i| format!("\"missing{i}\"")).collect();
+    let refs: Vec<String> = (0..35_000)
+        .map(|i| format!("{{{{bindings.nope{i}.summary}}}}"))
+        .collect();
+    let many: Vec<String> = (0..20_000).map(|i| format!(r#""x{i}":{{"run":"true"}}"#)).collect();
+    let files = [
+        (
+            "dangling deps",
+            format!(r#"{head}{{"a":{{"run":"true","deps":[{}]}}}}}}}}"#, deps.join(",")),
+        ),
+        (
+            "bad templates",
+            format!(r#"{head}{{"a":{{"run":"{}"}}}}}}}}"#, refs.join(" ")),
+        ),
+        (
+            "long unknown name",
+            format!(
+                r#"{head}{{{},"a":{{"run":"true","deps":["{}"]}}}}}}}}"#,
+                many.join(","),
+                "z".repeat(500_000)
+            ),
+        ),
+    ];
+    let mut group = c.benchmark_group("validate_1mb");
+    group.sample_size(10);
+    for (name, text) in &files {
+        group.throughput(Throughput::Bytes(text.len() as u64));
+        group.bench_function(*name, |b| {
+            b.iter(|| {
+                let report = document::parse("bench.yaml", text, Format::Yaml).expect_err("invalid");
+                report.render(false).len()
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, save_and_load, journal_append, validate_hostile);
 criterion_main!(benches);

@@ -10,6 +10,7 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use serde_json::{Map, Value};
 
 use crate::model::AtomId;
+use crate::model::text::cut;
 use crate::model::time::Span;
 use crate::state::diag::{Diagnostic, nearest};
 use crate::state::spans::{Loc, Node, NodeKind, Scalar};
@@ -663,10 +664,16 @@ fn dependency_closure<'a>(state: &'a StateFile, id: &str) -> HashSet<&'a str> {
 }
 
 fn unknown_atom(what: &str, name: &str, ids: &[&str]) -> Diagnostic {
-    let d = Diagnostic::new(format!("{what} `{name}` is not an atom"));
+    const LISTED: usize = 20;
+    let d = Diagnostic::new(format!("{what} `{}` is not an atom", cut(name, 80)));
     match nearest(name, ids.iter().copied()) {
         Some(near) => d.help(format!("did you mean `{near}`?")),
         None if ids.is_empty() => d.help("the graph has no atoms"),
+        None if ids.len() > LISTED => d.help(format!(
+            "atoms are: {}, … ({} in all)",
+            ids[..LISTED].join(", "),
+            ids.len()
+        )),
         None => d.help(format!("atoms are: {}", ids.join(", "))),
     }
 }

@@ -139,3 +139,57 @@ fn validate_json_output_lists_each_problem_with_its_place() {
     }
     "#);
 }
+
+/// Files built to make validation slow or its report huge: 10,000 dangling
+/// dependencies on one line, 4,000 bad templates, a 200 KB unknown name.
+fn hostile_files(env: &TestEnv) -> Vec<(&'static str, usize)> {
+    let head = r#"{"version":1,"objective":{"goal":"g","background_intent":"b","deliverables":"d","definition_of_done":"x","base_case":{"command":"true"}},"graph":{"atoms":"#;
+    let deps: Vec<String> = (0..10_000).map(|i| format!("\"missing{i}\"")).collect();
+    env.write(
+        "deps.yaml",
+        &format!(r#"{head}{{"a":{{"run":"true","deps":[{}]}}}}}}}}"#, deps.join(",")),
+    );
+    let refs: Vec<String> = (0..4_000)
+        .map(|i| format!("{{{{bindings.nope{i}.summary}}}}"))
+        .collect();
+    env.write(
+        "refs.yaml",
+        &format!(r#"{head}{{"a":{{"run":"{}"}}}}}}}}"#, refs.join(" ")),
+    );
+    let many: Vec<String> = (0..2_000).map(|i| format!(r#""x{i}":{{"run":"true"}}"#)).collect();
+    env.write(
+        "name.yaml",
+        &format!(
+            r#"{head}{{{},"a":{{"run":"true","deps":["{}"]}}}}}}}}"#,
+            many.join(","),
+            "z".repeat(200_000)
+        ),
+    );
+    vec![("deps.yaml", 10_000), ("refs.yaml", 4_000), ("name.yaml", 1)]
+}
+
+#[test]
+fn a_report_of_thousands_of_problems_stays_short_and_json_keeps_them_all() {
+    let env = TestEnv::new();
+    for (file, problems) in hostile_files(&env) {
+        let run = env.aot(&["validate", file]);
+        assert_eq!(run.code, 1, "{file}: {}", run.transcript());
+        assert!(
+            run.stderr.len() < 64 * 1024,
+            "{file}: {} bytes of report",
+            run.stderr.len()
+        );
+        let shown = run.stderr.matches("error: ").count();
+        assert_eq!(shown, problems.min(50), "{file}: the first 50 are shown");
+        if problems > 50 {
+            assert!(
+                run.stderr.contains(&format!("… and {} more", problems - 50)),
+                "{file}: says how many more:\n{}",
+                run.stderr
+            );
+        }
+        let json = env.aot(&["--json", "validate", file]);
+        let report: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+        assert_eq!(report["errors"].as_array().map(Vec::len), Some(problems), "{file}");
+    }
+}
