@@ -54,7 +54,7 @@ fn ask(question: &str) -> Option<String> {
     if !std::io::stdin().is_terminal() {
         return None;
     }
-    eprint!("{question}: ");
+    err!("{question}: ");
     let _ = std::io::stderr().flush();
     let mut line = String::new();
     std::io::stdin().lock().read_line(&mut line).ok()?;
@@ -100,13 +100,13 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
         ..Objective::default()
     };
     if atoms.is_empty() && interactive {
-        eprintln!("Atoms: ID=CMD, one per line, empty line to finish");
+        errln!("Atoms: ID=CMD, one per line, empty line to finish");
         while let Some(line) = ask("  atom") {
             match line.split_once('=') {
                 Some((id, command)) => {
                     atoms.insert(id.trim().into(), Atom::command(command.trim()));
                 }
-                None => eprintln!("  expected ID=CMD"),
+                None => errln!("  expected ID=CMD"),
             }
         }
     }
@@ -132,22 +132,22 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
 
     let gaps = alignment_gaps(&written);
     if ctx.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"file": ctx.label(), "aligned": gaps.is_empty(), "missing": gaps, "atoms": written.graph.atoms.len()})
         );
     } else if gaps.is_empty() {
-        println!(
+        outln!(
             "{}: aligned, {} atom(s); run `aot start`",
             ctx.label(),
             written.graph.atoms.len()
         );
     } else {
-        println!("{}: written, not aligned yet; missing:", ctx.label());
+        outln!("{}: written, not aligned yet; missing:", ctx.label());
         for gap in &gaps {
-            println!("  - {gap}");
+            outln!("  - {gap}");
         }
-        println!("fill them in the file (or rerun `aot align --force` with the flags), then `aot start`");
+        outln!("fill them in the file (or rerun `aot align --force` with the flags), then `aot start`");
     }
     Ok(if gaps.is_empty() { EXIT_OK } else { EXIT_GATE })
 }

@@ -28,6 +28,6 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
         GraphFormat::Dot => export::dot(&doc.state),
         GraphFormat::Mermaid => export::mermaid(&doc.state),
     };
-    print!("{text}");
+    out!("{text}");
     Ok(EXIT_OK)
 }

@@ -36,13 +36,13 @@ fn compact(ctx: &Context) -> Result<i32, CliError> {
     match &compaction {
         Compacted::Done(c) => {
             if ctx.json {
-                println!(
+                outln!(
                     "{}",
                     json!({"file": ctx.label(), "journal": journal, "compacted": true, "records": c.records,
                            "through": c.through, "bytes_before": c.bytes_before, "bytes_after": c.bytes_after})
                 );
             } else {
-                println!(
+                outln!(
                     "{journal}: {} records folded into one (through #{}), {} → {}",
                     c.records,
                     c.through,
@@ -58,12 +58,12 @@ fn compact(ctx: &Context) -> Result<i32, CliError> {
                 "not compacted: the file changed while aot read it (an edit, or `aot stop`/`redirect`); run it again"
             };
             if ctx.json {
-                println!(
+                outln!(
                     "{}",
                     json!({"file": ctx.label(), "journal": journal, "compacted": false, "reason": reason})
                 );
             } else {
-                println!("{journal}: {reason}");
+                outln!("{journal}: {reason}");
             }
         }
     }

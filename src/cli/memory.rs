@@ -87,22 +87,30 @@ fn list(ctx: &Context) -> Result<i32, CliError> {
             .iter()
             .map(|m| json!({ "megram": m, "m_att": m.attention(now), "m_dec": m.decision(now) }))
             .collect();
-        println!("{}", json!({ "memory": file.path(), "megrams": rows }));
+        outln!("{}", json!({ "memory": file.path(), "megrams": rows }));
         return Ok(EXIT_OK);
     }
     if memory.is_empty() {
-        println!(
+        outln!(
             "{}: no Megrams yet (GGS writes them as runs decide)",
             file.path().display()
         );
         return Ok(EXIT_OK);
     }
-    println!(
+    outln!(
         "{:<3} {:<24} {:<24} {:>5} {:>5} {:>5} {:>5} {:>7} {:>7}  state",
-        "lvl", "space", "entity", "f", "σ", "k", "age", "M_att", "M_dec"
+        "lvl",
+        "space",
+        "entity",
+        "f",
+        "σ",
+        "k",
+        "age",
+        "M_att",
+        "M_dec"
     );
     for m in memory.megrams() {
-        println!(
+        outln!(
             "{:<3} {:<24} {:<24} {:>5.2} {:>+5.1} {:>5.2} {:>5} {:>7.3} {:>+7.3}  {}",
             level(m.level),
             m.space,
@@ -126,7 +134,7 @@ fn query(ctx: &Context, space: &str, entity: &str) -> Result<i32, CliError> {
     let p = Potentials::of(matching.iter().copied(), now);
     let action = p.action();
     if ctx.json {
-        println!(
+        outln!(
             "{}",
             json!({ "space": space, "entity": entity, "m_att": p.m_att, "m_dec": p.m_dec, "action": action, "megrams": matching })
         );
@@ -138,10 +146,10 @@ fn query(ctx: &Context, space: &str, entity: &str) -> Result<i32, CliError> {
         memory::Action::Avoid => "MUST NOT",
         memory::Action::Caution => "proceed only with confirmation (`aot start --yes` or a prompt)",
     };
-    println!("{space} on {entity}");
-    println!("  M_att {:.3}  M_dec {:+.3}  → {action:?}: {meaning}", p.m_att, p.m_dec);
+    outln!("{space} on {entity}");
+    outln!("  M_att {:.3}  M_dec {:+.3}  → {action:?}: {meaning}", p.m_att, p.m_dec);
     for m in matching {
-        println!(
+        outln!(
             "  {} {} {:>5} f {:.2} σ {:+.1} k {:.2}  {}",
             level(m.level),
             m.state,
@@ -169,21 +177,21 @@ fn dream(ctx: &Context, dry_run: bool) -> Result<i32, CliError> {
         aot::engine::dream_once(&file, now).map_err(|e| CliError::new(e.to_string()))?
     };
     if ctx.json {
-        println!("{}", json!({ "dry_run": dry_run, "dream": plan }));
+        outln!("{}", json!({ "dry_run": dry_run, "dream": plan }));
         return Ok(EXIT_OK);
     }
     let verb = if dry_run { "would" } else { "did" };
-    println!(
+    outln!(
         "the Dreamer {verb} forget {} faded Megram(s), demote {} and consolidate {}",
         plan.forget.len(),
         plan.demote.len(),
         plan.consolidate.len()
     );
     for m in &plan.consolidate {
-        println!("  + C {} on {}: {}", m.space, m.entity, m.content);
+        outln!("  + C {} on {}: {}", m.space, m.entity, m.content);
     }
     for id in &plan.demote {
-        println!("  ↓ {id}: C → K (k 0.05)");
+        outln!("  ↓ {id}: C → K (k 0.05)");
     }
     Ok(EXIT_OK)
 }

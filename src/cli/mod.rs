@@ -1,6 +1,39 @@
 //! The CLI layer: clap arguments, one module per subcommand, and one error type
 //! whose kind decides the exit code.
 
+/// Prints to standard output; a failed write (a closed pipe, a full disk)
+/// returns from the calling command with an error (exit 1), never a panic.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::cli::write_stdout(format_args!($($arg)*))?
+    };
+}
+
+/// `out!` with a line break.
+macro_rules! outln {
+    () => { out!("\n") };
+    ($($arg:tt)*) => {
+        out!("{}\n", format_args!($($arg)*))
+    };
+}
+
+/// Prints to standard error; a failed write is ignored (there is nowhere
+/// left to report it).
+macro_rules! err {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// `err!` with a line break.
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod align;
 mod graph;
 mod journal;
@@ -118,6 +151,15 @@ impl Context {
     }
 }
 
+/// Writes to standard output, flushed, or says why it could not.
+pub fn write_stdout(args: std::fmt::Arguments<'_>) -> Result<(), CliError> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    out.write_fmt(args)
+        .and_then(|()| out.flush())
+        .map_err(|e| CliError::new(format!("cannot write to standard output: {e}")))
+}
+
 /// A failed command: printed once, then the process exits with `code`.
 #[derive(Debug)]
 pub struct CliError {
@@ -208,7 +250,7 @@ pub fn clock_from_env() -> std::sync::Arc<dyn aot::model::time::Clock> {
 
 /// Prints a warning line on stderr.
 pub fn warn(message: &str) {
-    eprintln!("warning: {message}");
+    errln!("warning: {message}");
 }
 
 /// Runs the CLI; returns the process exit code.
@@ -246,12 +288,12 @@ pub fn main() -> i32 {
         Ok(code) => code,
         Err(error) => {
             if error.rendered {
-                eprint!("{}", error.message);
+                err!("{}", error.message);
             } else {
-                eprintln!("error: {}", error.message);
+                errln!("error: {}", error.message);
             }
             for hint in &error.hints {
-                eprintln!("hint: {hint}");
+                errln!("hint: {hint}");
             }
             error.code
         }

@@ -129,7 +129,7 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
     let recorded = &state.corrections[state.corrections.len().saturating_sub(count)..];
     let runner = store::running_pid(store.paths());
     if ctx.json {
-        println!(
+        outln!(
             "{}",
             json!({"file": ctx.label(), "corrections": recorded, "runner_pid": runner})
         );
@@ -142,11 +142,11 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
             CorrectionKind::ConstraintChange => "constraint change (trail kept)",
             CorrectionKind::BindingsOverride => "bindings override (dependents reset)",
         };
-        println!("{kind}: {}", correction.description);
+        outln!("{kind}: {}", correction.description);
     }
     match runner {
-        Some(pid) => println!("the running loop (pid {pid}) picks it up now"),
-        None => println!("applied to {}; `aot start` continues with it", ctx.label()),
+        Some(pid) => outln!("the running loop (pid {pid}) picks it up now"),
+        None => outln!("applied to {}; `aot start` continues with it", ctx.label()),
     }
     Ok(EXIT_OK)
 }

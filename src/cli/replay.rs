@@ -48,12 +48,12 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
         .and_then(|()| store::write_atomic(&ctx.state, text.as_bytes()))
         .map_err(|e| CliError::new(format!("{}: {e}", ctx.label())))?;
     if ctx.json {
-        println!(
+        outln!(
             "{}",
             json!({"file": ctx.label(), "revision": state.run.revision, "records": contents.records.len()})
         );
     } else {
-        println!(
+        outln!(
             "{}: rebuilt from {} journal records (revision {})",
             ctx.label(),
             contents.records.len(),
@@ -84,21 +84,21 @@ fn check(ctx: &Context, paths: &store::Paths, format: Format) -> Result<i32, Cli
     let ahead = contents.last_seq().saturating_sub(revision);
     let agree = replayed == doc.state;
     if ctx.json {
-        println!(
+        outln!(
             "{}",
             json!({"file": ctx.label(), "agree": agree, "revision": revision, "journal_ahead": ahead})
         );
     } else if agree {
-        println!("{}: agrees with its journal at revision {revision}", ctx.label());
+        outln!("{}: agrees with its journal at revision {revision}", ctx.label());
         if ahead > 0 {
-            println!("the journal has {ahead} later event(s) not yet in the file; `aot replay` applies them");
+            outln!("the journal has {ahead} later event(s) not yet in the file; `aot replay` applies them");
         }
     } else {
         let want = document::to_text(&replayed, format, "").map_err(CliError::new)?;
         let have = document::to_text(&doc.state, format, "").map_err(CliError::new)?;
         let diff = similar::TextDiff::from_lines(&want, &have);
-        println!("{}: differs from its journal at revision {revision}", ctx.label());
-        print!(
+        outln!("{}: differs from its journal at revision {revision}", ctx.label());
+        out!(
             "{}",
             diff.unified_diff()
                 .context_radius(2)

@@ -125,7 +125,7 @@ impl Observer for Printer {
         Box::pin(async move {
             let read = tokio::task::spawn_blocking(move || {
                 bars.suspend(|| {
-                    eprint!("{question} [y/N] ");
+                    err!("{question} [y/N] ");
                     let mut answer = String::new();
                     std::io::stdin().read_line(&mut answer).is_ok() && matches!(answer.trim(), "y" | "Y" | "yes")
                 })
@@ -301,7 +301,7 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
             // state saved. A second signal kills the workers and exits at once.
             let mut signals = Signals::new();
             if let Some(name) = signals.next().await {
-                eprintln!("\naot: {name}: stopping (Ctrl-C again to kill at once)");
+                errln!("\naot: {name}: stopping (Ctrl-C again to kill at once)");
                 interrupt.cancel();
                 if signals.next().await.is_some() {
                     aot::workers::command::kill_all();
@@ -316,7 +316,7 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
     let ended = result.map_err(|e| CliError::new(e.to_string()))?;
     let (final_state, _) = store.open()?;
     if !json {
-        print!("{}", summary(&final_state, &ended, started.elapsed()));
+        out!("{}", summary(&final_state, &ended, started.elapsed()));
     }
     Ok(match ended {
         Ended::Stopped(stop) => stop.reason.exit_code(),

@@ -7,6 +7,6 @@ use super::{CliError, Context, EXIT_OK};
 pub struct Args {}
 
 pub fn run(_ctx: &Context, _args: Args) -> Result<i32, CliError> {
-    print!("{}", aot::state::schema::state_schema_text());
+    out!("{}", aot::state::schema::state_schema_text());
     Ok(EXIT_OK)
 }

@@ -27,15 +27,15 @@ pub fn run(ctx: &Context, _args: Args) -> Result<i32, CliError> {
             map.insert("runner_pid".into(), runner.into());
             map.insert("journal_ahead".into(), unsaved.into());
         }
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&value).map_err(|e| CliError::new(e.to_string()))?
         );
         return Ok(EXIT_OK);
     }
-    print!("{}", status::render(&ctx.label(), state));
+    out!("{}", status::render(&ctx.label(), state));
     if let Some(pid) = runner {
-        println!("\nrunner     pid {pid}");
+        outln!("\nrunner     pid {pid}");
     }
     if unsaved > 0 && runner.is_none() {
         warn(&format!(

@@ -53,15 +53,15 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
         exited = true;
     }
     if ctx.json {
-        println!(
+        outln!(
             "{}",
             json!({"file": ctx.label(), "runner_pid": runner, "exited": exited})
         );
     } else {
         match runner {
-            Some(pid) if exited => println!("{}: aot (pid {pid}) stopped", ctx.label()),
-            Some(pid) => println!("{}: stop requested; aot (pid {pid}) is stopping", ctx.label()),
-            None => println!("{}: nothing is running; the request is recorded", ctx.label()),
+            Some(pid) if exited => outln!("{}: aot (pid {pid}) stopped", ctx.label()),
+            Some(pid) => outln!("{}: stop requested; aot (pid {pid}) is stopping", ctx.label()),
+            None => outln!("{}: nothing is running; the request is recorded", ctx.label()),
         }
     }
     Ok(EXIT_OK)

@@ -33,7 +33,7 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
                     );
                 } else {
                     let n = doc.state.graph.atoms.len();
-                    println!("{label}: valid ({n} atom{})", if n == 1 { "" } else { "s" });
+                    outln!("{label}: valid ({n} atom{})", if n == 1 { "" } else { "s" });
                 }
             }
             Err(ReadError::Invalid(diagnostics)) => {
@@ -41,7 +41,7 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
                 if ctx.json {
                     reports.push(json!({"file": label, "valid": false, "errors": diagnostics.errors}));
                 } else {
-                    eprint!("{}", diagnostics.render(ctx.color));
+                    err!("{}", diagnostics.render(ctx.color));
                 }
             }
             Err(other) => {
@@ -53,7 +53,7 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
                 if ctx.json {
                     reports.push(json!({"file": label, "valid": false, "errors": [{"message": message}]}));
                 } else {
-                    eprintln!("error: {label}: {message}");
+                    errln!("error: {label}: {message}");
                 }
             }
         }
@@ -64,7 +64,7 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
         } else {
             json!(reports)
         };
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&out).map_err(|e| CliError::new(e.to_string()))?
         );

@@ -337,3 +337,38 @@ mod journal_under_a_run {
         assert_stopped_keeping_bindings(&env, "replaced by a file");
     }
 }
+
+#[test]
+fn a_full_disk_or_a_closed_pipe_on_stdout_is_an_error_not_a_panic() {
+    let env = TestEnv::new();
+    env.write("aot.yaml", &format!("{HEAD}    a:\n      run: touch used.done\n"));
+    for args in [
+        &["validate"][..],
+        &["status"],
+        &["--json", "status"],
+        &["schema"],
+        &["graph"],
+    ] {
+        let full = std::fs::File::options()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full");
+        let out = env.command().args(args).stdout(full).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(stderr.contains("cannot write to standard output"), "{args:?}: {stderr}");
+    }
+    // A reader that stops early (`aot schema | head -1`).
+    let mut child = env
+        .command()
+        .arg("schema")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+    assert_ne!(out.status.code(), Some(101));
+}
