@@ -540,13 +540,20 @@ impl MemoryFile {
             text.push_str(&serde_json::to_string(entry).unwrap_or_default());
             text.push('\n');
         }
-        let mut file = file::open_no_follow(&self.path, OpenOptions::new().create(true).append(true))
+        let mut file = file::open_no_follow(&self.path, OpenOptions::new().read(true).create(true).append(true))
             .map_err(self.io(&self.path))?;
+        // A torn last line (a writer killed mid-line) would swallow the first
+        // record appended after it: start on a fresh line.
+        if ends_torn(&mut file).map_err(self.io(&self.path))? {
+            text.insert(0, '\n');
+        }
         file.write_all(text.as_bytes()).map_err(self.io(&self.path))?;
         file.sync_data().map_err(self.io(&self.path))
     }
 
-    /// Loads the memory; a missing file is an empty memory.
+    /// Loads the memory; a missing file is an empty memory. A line that is
+    /// not a record (a torn last line, a line of a newer build) is skipped and
+    /// counted in `skipped`.
     pub fn load(&self) -> Result<Loaded, MemoryError> {
         let bytes = match std::fs::read(&self.path) {
             Ok(bytes) => bytes,
@@ -683,6 +690,18 @@ pub fn environment() -> String {
         .and_then(|h| h.into_string().ok())
         .unwrap_or_else(|| "localhost".to_string());
     format!("{}-{}@{host}", std::env::consts::OS, std::env::consts::ARCH)
+}
+
+/// Whether a non-empty file's last byte is not a line break.
+fn ends_torn(file: &mut File) -> std::io::Result<bool> {
+    use std::io::{Read, Seek, SeekFrom};
+    if file.metadata()?.len() == 0 {
+        return Ok(false);
+    }
+    file.seek(SeekFrom::End(-1))?;
+    let mut last = [0u8; 1];
+    file.read_exact(&mut last)?;
+    Ok(last[0] != b'\n')
 }
 
 #[cfg(test)]

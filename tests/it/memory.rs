@@ -483,3 +483,19 @@ mod calibration_props {
         }
     }
 }
+
+#[test]
+fn a_torn_last_line_does_not_swallow_the_next_megram() {
+    let env = TestEnv::new();
+    let path = env.path(".aot/memory.jsonl");
+    let file = MemoryFile::new(&path);
+    file.append(&[seeded("first", "s", "x", "refine", long_ago())]).unwrap();
+    // A writer killed half-way through its line.
+    let mut torn = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    std::io::Write::write_all(&mut torn, br#"{"v":1,"kind":"megram","megram":{"id":"tor"#).unwrap();
+    file.append(&[seeded("after", "s", "y", "refine", long_ago())]).unwrap();
+    let loaded = file.load().unwrap();
+    let ids: Vec<&str> = loaded.memory.megrams().iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, ["first", "after"]);
+    assert_eq!(loaded.skipped.len(), 1, "the torn line is skipped and counted");
+}
