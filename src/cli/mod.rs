@@ -151,6 +151,20 @@ impl Context {
     }
 }
 
+/// Warns about edits a save kept aside (`<state>.rejected-<n>`); with
+/// `--json` the command's output lists them instead.
+pub fn report_set_aside(paths: &[std::path::PathBuf], json: bool) {
+    if json {
+        return;
+    }
+    for kept in paths {
+        warn(&format!(
+            "the file was edited while aot was saving it; that edit is kept as {} — apply it again",
+            kept.display()
+        ));
+    }
+}
+
 /// Writes to standard output, flushed, or says why it could not.
 pub fn write_stdout(args: std::fmt::Arguments<'_>) -> Result<(), CliError> {
     use std::io::Write as _;

@@ -118,7 +118,7 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
     correct::plan(&current, &changes, args.message.as_deref(), clock.now()).map_err(|r| refused(r, ctx))?;
     let mut store = Store::new(&ctx.state, clock.clone());
     let message = args.message.clone();
-    let (state, count) = store
+    let done = store
         .transact(|s| {
             correct::plan(s, &changes, message.as_deref(), clock.now()).map(|events| {
                 let count = events.iter().filter(|e| e.kind() == "correction_recorded").count();
@@ -126,12 +126,14 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
             })
         })?
         .map_err(|r| refused(r, ctx))?;
+    super::report_set_aside(&done.set_aside, ctx.json);
+    let (state, count) = (&done.state, done.out);
     let recorded = &state.corrections[state.corrections.len().saturating_sub(count)..];
     let runner = store::running_pid(store.paths());
     if ctx.json {
         outln!(
             "{}",
-            json!({"file": ctx.label(), "corrections": recorded, "runner_pid": runner})
+            json!({"file": ctx.label(), "corrections": recorded, "runner_pid": runner, "set_aside": done.set_aside})
         );
         return Ok(EXIT_OK);
     }

@@ -30,7 +30,7 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
     let mut store = Store::new(&ctx.state, Arc::new(SystemClock));
     let paths = store.paths().clone();
     let reason = args.reason.clone();
-    store.transact(|s| {
+    let done = store.transact(|s| {
         let control = Control {
             stop_requested: true,
             stop_reason: reason,
@@ -38,6 +38,7 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
         };
         Ok::<_, CliError>((vec![Event::ControlSet { control }], ()))
     })??;
+    super::report_set_aside(&done.set_aside, ctx.json);
     let runner = store::running_pid(&paths);
     let mut exited = false;
     if let (Some(_), true) = (runner, args.wait) {
@@ -55,7 +56,7 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
     if ctx.json {
         outln!(
             "{}",
-            json!({"file": ctx.label(), "runner_pid": runner, "exited": exited})
+            json!({"file": ctx.label(), "runner_pid": runner, "exited": exited, "set_aside": done.set_aside})
         );
     } else {
         match runner {

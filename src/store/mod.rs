@@ -160,6 +160,18 @@ pub enum Notice {
     JournalStarted,
 }
 
+/// What a read-modify-write ([`Store::transact`]) did.
+#[derive(Debug)]
+pub struct Transacted<R> {
+    /// The state saved.
+    pub state: StateFile,
+    /// What the caller's function returned.
+    pub out: R,
+    /// Edits that landed while the file was being saved, kept as
+    /// `<state>.rejected-<n>` (the caller tells the user to apply them again).
+    pub set_aside: Vec<PathBuf>,
+}
+
 /// A held read-modify-write lock; released on drop.
 #[derive(Debug)]
 pub struct ShortLock {
@@ -350,7 +362,7 @@ impl Store {
     pub fn transact<R, E>(
         &mut self,
         f: impl FnOnce(&StateFile) -> Result<(Vec<Event>, R), E>,
-    ) -> Result<Result<(StateFile, R), E>, StoreError> {
+    ) -> Result<Result<Transacted<R>, E>, StoreError> {
         let _lock = self.lock()?;
         let (mut state, _) = self.reconcile()?;
         let (events, out) = match f(&state) {
@@ -359,7 +371,11 @@ impl Store {
         };
         self.append_and_apply(&mut state, events)?;
         self.write(&state)?;
-        Ok(Ok((state, out)))
+        Ok(Ok(Transacted {
+            state,
+            out,
+            set_aside: self.take_preserved(),
+        }))
     }
 
     /// Creates a new state file (and a journal starting with its snapshot).

@@ -333,14 +333,15 @@ fn a_transaction_between_a_runners_records_and_its_save_is_not_a_conflict() {
     runner.record(&mut state, solved("prepare")).unwrap();
     // Meanwhile `aot stop` catches the file up and sets control.
     let mut other = env.store(&path);
-    let (after, _) = other
+    let after = other
         .transact(|s| {
             let mut control = s.control.clone();
             control.stop_requested = true;
             Ok::<_, String>((vec![Event::ControlSet { control }], ()))
         })
         .unwrap()
-        .unwrap();
+        .unwrap()
+        .state;
     assert_eq!(
         after.graph.atoms["prepare"].status,
         AtomStatus::Solved,
@@ -375,4 +376,27 @@ fn a_binding_edited_by_hand_is_a_bindings_override() {
     assert_eq!(state.bindings["left"].summary, "left, by hand");
     assert_eq!(state.corrections.last().unwrap().kind, CorrectionKind::BindingsOverride);
     assert_replay_agrees(&path);
+}
+
+#[test]
+fn an_edit_that_lands_during_a_transaction_is_kept_aside_and_reported() {
+    let env = TestEnv::new();
+    let path = env.example("diamond.yaml");
+    let mut store = env.store(&path);
+    store.open().unwrap();
+    let edited = path.clone();
+    let done = store
+        .transact(|s| {
+            // An editor (which takes no lock) saves between aot's read and its write.
+            let text = std::fs::read_to_string(&edited).unwrap();
+            std::fs::write(&edited, format!("{text}# my edit\n")).unwrap();
+            let mut control = s.control.clone();
+            control.stop_requested = true;
+            Ok::<_, String>((vec![Event::ControlSet { control }], ()))
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(done.set_aside.len(), 1, "the caller is told what was kept aside");
+    let kept = std::fs::read_to_string(&done.set_aside[0]).unwrap();
+    assert!(kept.ends_with("# my edit\n"), "{kept}");
 }
