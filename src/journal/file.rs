@@ -104,11 +104,25 @@ fn unreadable(line: &[u8], error: &serde_json::Error) -> String {
     #[derive(serde::Deserialize)]
     struct Version {
         v: u32,
+        event: Option<Kind>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Kind {
+        #[serde(rename = "type")]
+        kind: String,
     }
     match serde_json::from_slice::<Version>(line) {
-        Ok(Version { v }) if v > RECORD_VERSION => {
+        Ok(Version { v, .. }) if v > RECORD_VERSION => {
             format!("record version {v} is newer than this aot reads ({RECORD_VERSION}); upgrade aot")
         }
+        // Only a newer aot writes a kind this one does not know (or the line is damaged).
+        Ok(Version {
+            event: Some(Kind { kind }),
+            ..
+        }) if error.to_string().contains("unknown variant") => format!(
+            "record kind `{}` is not one this aot knows: it was written by a newer aot (upgrade aot) or the line is damaged",
+            crate::model::text::cut(&kind, 64)
+        ),
         _ => format!("not a journal record: {error}"),
     }
 }

@@ -310,6 +310,10 @@ fn saphyr_diagnostic(error: &serde_saphyr::Error) -> Diagnostic {
         .split_once(" at line ")
         .map_or(message.clone(), |(m, _)| m.to_string());
     let message = message.replace(", set DuplicateKeyPolicy in Options if acceptable", "");
+    let message = match message.strip_prefix("budget breached: ") {
+        Some(breach) => over_limit(breach),
+        None => message,
+    };
     let d = Diagnostic::new(message).at(loc.filter(|l| l.line > 0));
     if text.contains("duplicate mapping key") {
         d.help("each key may appear once in a mapping; merge the two entries")
@@ -318,6 +322,25 @@ fn saphyr_diagnostic(error: &serde_saphyr::Error) -> Diagnostic {
     } else {
         d
     }
+}
+
+/// Says which reading limit a document broke, from the parser's
+/// `Kind { count: N }` (limits that stop alias bombs and runaway files).
+fn over_limit(breach: &str) -> String {
+    let kind = breach.split_whitespace().next().unwrap_or_default();
+    let count: String = breach.chars().filter(char::is_ascii_digit).collect();
+    let what = match kind {
+        "Nodes" => "values",
+        "Aliases" => "alias uses (`*name`)",
+        "Anchors" => "anchors (`&name`)",
+        "Depth" => "levels of nesting",
+        "Documents" => "YAML documents",
+        "Events" => "parser events",
+        _ => "parts",
+    };
+    format!(
+        "the document has too many {what} ({count} when read); aliases that repeat large parts are the usual cause — write the parts out, or split the work"
+    )
 }
 
 /// Returns the leading comment block of a file (kept when the engine saves).

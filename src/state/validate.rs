@@ -475,6 +475,16 @@ pub fn check_semantics(state: &StateFile, root: Option<&Node>) -> Vec<Diagnostic
                 );
             }
         }
+        if let Some(cwd) = &atom.cwd
+            && !inside_folder(cwd)
+        {
+            errors.push(
+                Diagnostic::new(format!("`{}` is outside the state file's folder", cut(cwd, 80)))
+                    .field(field("cwd"))
+                    .at(atom_field(id, "cwd").and_then(Node::loc))
+                    .help("`cwd` is a folder relative to the state file's, inside it (e.g. `cwd: crates/core`)"),
+            );
+        }
         if let Some(alternatives) = &atom.or {
             let or_loc = atom_field(id, "or").and_then(Node::loc);
             if alternatives.is_empty() {
@@ -676,6 +686,22 @@ fn unknown_atom(what: &str, name: &str, ids: &[&str]) -> Diagnostic {
         )),
         None => d.help(format!("atoms are: {}", ids.join(", "))),
     }
+}
+
+/// Returns whether a relative folder stays inside the folder it is relative
+/// to, judged on its text: not absolute, and no `..` climbs above it.
+fn inside_folder(path: &str) -> bool {
+    use std::path::Component;
+    let mut depth: usize = 0;
+    for part in std::path::Path::new(path).components() {
+        match part {
+            Component::Normal(_) => depth += 1,
+            Component::CurDir => {}
+            Component::ParentDir if depth > 0 => depth -= 1,
+            Component::ParentDir | Component::RootDir | Component::Prefix(_) => return false,
+        }
+    }
+    true
 }
 
 /// Returns whether `id` can name an atom: it must fit in environment variable

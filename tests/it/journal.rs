@@ -534,3 +534,27 @@ fn the_correction_history_keeps_the_last_attempts_of_each_atom() {
     let kept: Vec<u32> = history.of_atom("build").iter().map(|r| r.attempt).collect();
     assert_eq!(kept, (13..=20).collect::<Vec<u32>>());
 }
+
+#[test]
+fn a_record_of_a_newer_version_or_an_unknown_kind_says_upgrade_aot() {
+    let env = TestEnv::new();
+    let first = r#"{"v":3,"seq":1,"at":"2026-01-01T00:00:00Z","event":{"type":"run_paused"}}"#;
+    for (second, says) in [
+        (
+            r#"{"v":99,"seq":2,"at":"2026-01-01T00:00:00Z","event":{"type":"run_paused"}}"#,
+            "record version 99 is newer than this aot reads",
+        ),
+        (
+            r#"{"v":3,"seq":2,"at":"2026-01-01T00:00:00Z","event":{"type":"atom_teleported","atom":"a"}}"#,
+            "record kind `atom_teleported` is not one this aot knows",
+        ),
+        (
+            r#"{"v":2,"seq":2,"at":"2026-01-01T00:00:00Z","event":{"type":"atom_teleported"}}"#,
+            "upgrade aot",
+        ),
+    ] {
+        let path = env.write("j.jsonl", &format!("{first}\n{second}\n"));
+        let err = journal::read(&path).unwrap_err().to_string();
+        assert!(err.contains(says) && err.contains(":2:"), "{err}");
+    }
+}
