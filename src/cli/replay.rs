@@ -18,6 +18,19 @@ pub struct Args {
 pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
     let paths = store::Paths::new(&ctx.state);
     let format = Format::of(&ctx.state);
+    if args.check && !paths.journal.exists() {
+        // A run killed before its first write leaves no journal: nothing disagrees.
+        document::read(&ctx.state)?;
+        if ctx.json {
+            outln!("{}", json!({"file": ctx.label(), "agree": true, "journal": false}));
+        } else {
+            outln!(
+                "{}: no journal yet, nothing to compare (aot starts one with its first change)",
+                ctx.label()
+            );
+        }
+        return Ok(EXIT_OK);
+    }
     if !paths.journal.exists() {
         return Err(CliError::new(format!("no journal at {}", paths.journal.display()))
             .hint("the journal is written by commands that change the state, such as `aot start`"));
@@ -74,6 +87,25 @@ fn check(ctx: &Context, paths: &store::Paths, format: Format) -> Result<i32, Cli
         ));
     }
     let revision = doc.state.run.revision;
+    let ahead = contents.last_seq().saturating_sub(revision);
+    let started_after = contents.records.first().is_some_and(|first| {
+        first.seq > revision && matches!(first.event, aot::journal::event::Event::Snapshot { .. })
+    });
+    if started_after {
+        // The journal began from this file, and a run stopped before saving it.
+        if ctx.json {
+            outln!(
+                "{}",
+                json!({"file": ctx.label(), "agree": true, "revision": revision, "journal_ahead": ahead})
+            );
+        } else {
+            outln!(
+                "{}: not saved since its journal began; the journal has {ahead} event(s) the file lacks — any aot command (or `aot replay`) applies them",
+                ctx.label()
+            );
+        }
+        return Ok(EXIT_OK);
+    }
     let Some(replayed) = journal::fold(contents.records.iter().take_while(|r| r.seq <= revision)) else {
         return Err(CliError::new(format!(
             "{} has no snapshot at or before revision {revision} of {}",
@@ -81,7 +113,6 @@ fn check(ctx: &Context, paths: &store::Paths, format: Format) -> Result<i32, Cli
             ctx.label()
         )));
     };
-    let ahead = contents.last_seq().saturating_sub(revision);
     let agree = replayed == doc.state;
     if ctx.json {
         outln!(

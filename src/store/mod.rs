@@ -352,8 +352,6 @@ impl Store {
     /// returns the state. Holds the short lock while doing so.
     pub fn open(&mut self) -> Result<(StateFile, Vec<Notice>), StoreError> {
         let _lock = self.lock()?;
-        // Writers hold this lock: a temporary file seen now is a dead one's.
-        file::remove_stale_temps(&self.paths.state);
         self.reconcile()
     }
 
@@ -797,6 +795,9 @@ impl Store {
 
     /// The body of `open`, for callers that already hold the lock.
     fn reconcile(&mut self) -> Result<(StateFile, Vec<Notice>), StoreError> {
+        // Writers hold the short lock, as the caller does: a temporary file
+        // seen now is one a killed process left.
+        file::remove_stale_temps(&self.paths.state);
         match self.reconcile_incremental()? {
             Some(state) => Ok((state, Vec::new())),
             None => self.reconcile_full(),

@@ -372,3 +372,36 @@ fn a_full_disk_or_a_closed_pipe_on_stdout_is_an_error_not_a_panic() {
     assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
     assert_ne!(out.status.code(), Some(101));
 }
+
+#[test]
+fn replay_check_right_after_a_kill_finds_nothing_wrong() {
+    let env = TestEnv::new();
+    let path = env.write("aot.yaml", &format!("{HEAD}    a:\n      run: touch used.done\n"));
+    // Killed before its first write: no journal yet.
+    let check = env.aot(&["replay", "--check"]);
+    assert_eq!(check.code, 0, "{}", check.transcript());
+    assert!(check.stdout.contains("no journal yet"), "{}", check.stdout);
+    // Killed after the journal began, before the file's first save.
+    let state = aot::state::document::read(&path).unwrap().state;
+    let (mut journal, _) = aot::journal::Journal::open(&env.path("aot.yaml.journal.jsonl")).unwrap();
+    let at = aot::model::time::Timestamp::from_millis(0);
+    journal
+        .append(
+            at,
+            vec![
+                aot::journal::event::Event::snapshot(&state),
+                aot::journal::event::Event::RunPaused {},
+            ],
+        )
+        .unwrap();
+    let check = env.aot(&["replay", "--check"]);
+    assert_eq!(check.code, 0, "{}", check.transcript());
+    assert!(check.stdout.contains("2 event(s) the file lacks"), "{}", check.stdout);
+    // A stale temporary file of the killed save is swept by the next command.
+    env.write(".aot.yaml.tmp-AbC123", "half a save");
+    assert_eq!(env.aot(&["stop"]).code, 0);
+    assert!(
+        !env.path(".aot.yaml.tmp-AbC123").exists(),
+        "the killed save's temporary file is gone"
+    );
+}
