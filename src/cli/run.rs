@@ -243,6 +243,12 @@ pub fn step(ctx: &Context, args: StepArgs) -> Result<i32, CliError> {
 }
 
 fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
+    // Atoms inherit aot's environment: a secret in it must not come back
+    // through their output into the file, the journal or the memory.
+    let vars: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect();
+    options.secrets = aot::model::secret::secret_values(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     let roles = Roles {
         worker: Arc::new(CommandWorker {
             agent_override: std::env::var("AOT_AGENT_CMD").ok().filter(|c| !c.trim().is_empty()),

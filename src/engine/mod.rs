@@ -60,6 +60,10 @@ pub struct Options {
     pub dream_every: Option<Duration>,
     /// The journal size past which a save compacts it (default [`COMPACT_JOURNAL_PAST`]).
     pub compact_journal_past: Option<u64>,
+    /// Secret values (from variables named like `API_KEY`, `GITHUB_TOKEN`)
+    /// cut out of everything a worker returns before it is recorded
+    /// ([`crate::model::secret`]).
+    pub secrets: Vec<String>,
 }
 
 /// The journal size past which the runner compacts it: 8 MiB.

@@ -14,6 +14,7 @@ use super::{Engine, EngineError};
 use crate::journal::Reflection;
 use crate::journal::event::Event;
 use crate::model::Criterion;
+use crate::model::secret::redact;
 use crate::model::text::{MESSAGE_MAX, SUMMARY_MAX, cut, tail};
 use crate::state::template;
 use crate::state::{Atom, AtomId, AtomStatus, Binding, FailureClass};
@@ -277,9 +278,9 @@ impl Engine<'_> {
             Attempted::Cancelled => d.cancelled.push(atom),
             Attempted::Solved { summary, output } => {
                 let binding = Binding {
-                    // A worker's text is bounded here, whatever the worker.
-                    summary: cut(&summary, SUMMARY_MAX),
-                    output_tail: tail(&output, BINDING_TAIL),
+                    // A worker's text is bounded and cleaned here, whatever the worker.
+                    summary: cut(&redact(&summary, &self.options.secrets), SUMMARY_MAX),
+                    output_tail: tail(&redact(&output, &self.options.secrets), BINDING_TAIL),
                     artifacts: Vec::new(),
                     at: self.clock.now(),
                     attempt,
@@ -292,7 +293,10 @@ impl Engine<'_> {
                 blocked: Some(probe),
                 message,
                 ..
-            } => self.block(&atom, cut(&format!("{message}; {probe}"), MESSAGE_MAX))?,
+            } => {
+                let message = redact(&format!("{message}; {probe}"), &self.options.secrets);
+                self.block(&atom, cut(&message, MESSAGE_MAX))?;
+            }
             Attempted::Failed {
                 class,
                 criterion,
@@ -300,7 +304,7 @@ impl Engine<'_> {
                 blocked: None,
             } => {
                 let retry = attempt < max_attempts;
-                let message = cut(&message, MESSAGE_MAX);
+                let message = cut(&redact(&message, &self.options.secrets), MESSAGE_MAX);
                 self.failed(d, atom, attempt, retry, (class, criterion, message))?;
             }
         }

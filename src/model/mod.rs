@@ -5,6 +5,7 @@
 mod criterion;
 pub mod file;
 mod id;
+pub mod secret;
 pub mod text;
 pub mod time;
 

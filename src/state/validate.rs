@@ -475,6 +475,16 @@ pub fn check_semantics(state: &StateFile, root: Option<&Node>) -> Vec<Diagnostic
                 );
             }
         }
+        for (name, value) in &atom.env {
+            if crate::model::secret::is_secret_name(name) && !value.is_empty() {
+                errors.push(
+                    Diagnostic::new(format!("`{name}` looks like a secret, and `env:` values are stored in the file and its journal"))
+                        .field(format!("{}.{name}", field("env")))
+                        .at(atom_field(id, "env").and_then(|env| env.key_loc(name)))
+                        .help(format!("set `{name}` in aot's environment instead: every atom inherits it, and aot keeps its value out of what it records")),
+                );
+            }
+        }
         if let Some(cwd) = &atom.cwd
             && !inside_folder(cwd)
         {

@@ -405,3 +405,50 @@ fn replay_check_right_after_a_kill_finds_nothing_wrong() {
         "the killed save's temporary file is gone"
     );
 }
+
+#[test]
+fn a_secret_in_aot_environment_is_never_recorded() {
+    let env = TestEnv::new();
+    let token = "ghp_s3cr3t-value-0123456789";
+    env.write(
+        "aot.yaml",
+        &format!(
+            "{HEAD}    leak:\n      run: |\n        echo \"summary: token is $DEPLOY_TOKEN\"\n    fail:\n      run: |\n        echo \"bad $DEPLOY_TOKEN\" >&2; exit 1\n"
+        ),
+    );
+    let run = crate::common::run_aot_with(env.dir.path(), &["start"], &[("DEPLOY_TOKEN", token)]);
+    assert_ne!(run.code, 0, "{}", run.transcript());
+    assert!(
+        !run.stdout.contains(token) && !run.stderr.contains(token),
+        "{}",
+        run.transcript()
+    );
+
+    let mut seen = 0;
+    for entry in walkdir(env.dir.path()) {
+        let bytes = std::fs::read(&entry).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!text.contains(token), "the secret reached {}", entry.display());
+        seen += usize::from(text.contains("[redacted]"));
+    }
+    let state = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
+    assert!(state.contains("token is [redacted]"), "{state}");
+    assert!(seen >= 2, "the redacted text is in the file and its journal");
+}
+
+/// Every file under `dir`, recursively.
+fn walkdir(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path)
+            } else {
+                files.push(path)
+            }
+        }
+    }
+    files
+}
