@@ -290,6 +290,9 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        // The state file is re-read on these threads: the main thread's
+        // 8 MiB, not the default 2, whatever the build's frame sizes.
+        .thread_stack_size(8 << 20)
         .build()
         .map_err(|e| CliError::new(format!("cannot start the runtime: {e}")))?;
     let cancel = CancellationToken::new();

@@ -96,7 +96,12 @@ pub fn read(path: &Path) -> Result<Contents, JournalError> {
             });
         }
     };
-    parse(path, &bytes, 0, 0, 0)
+    from_bytes(path, &bytes)
+}
+
+/// Parses a whole journal already read from `path` (named in errors).
+pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<Contents, JournalError> {
+    parse(path, bytes, 0, 0, 0)
 }
 
 /// Says why a line is not a record: written by a newer aot, or not a record.

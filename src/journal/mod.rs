@@ -8,5 +8,5 @@ pub mod fold;
 pub mod wire;
 
 pub use event::{Event, Record};
-pub use file::{Compaction, Contents, Journal, JournalError, TornTail, path_for, read, same_file};
+pub use file::{Compaction, Contents, Journal, JournalError, TornTail, from_bytes, path_for, read, same_file};
 pub use fold::{Effect, Fold, Folded, History, Reflection, apply, fold};

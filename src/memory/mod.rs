@@ -468,6 +468,39 @@ pub struct Loaded {
     pub bytes: u64,
 }
 
+impl Loaded {
+    /// Reads memory-journal bytes. A line that is not a record is skipped and
+    /// counted; nothing in the bytes can make this fail.
+    pub fn from_bytes(bytes: &[u8]) -> Loaded {
+        // Parsing dominates a large memory's load: chunks of whole lines are
+        // parsed on every core, then applied in file order.
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+        let chunks = line_chunks(bytes, if bytes.len() < 1 << 20 { 1 } else { threads });
+        let parsed: Vec<(Vec<Entry>, Vec<usize>)> = if let [(first_line, chunk)] = chunks[..] {
+            vec![parse_lines(first_line, chunk)]
+        } else {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = chunks
+                    .iter()
+                    .map(|&(first_line, chunk)| scope.spawn(move || parse_lines(first_line, chunk)))
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+            })
+        };
+        let mut loaded = Loaded {
+            bytes: bytes.len() as u64,
+            ..Loaded::default()
+        };
+        for (entries, skipped) in parsed {
+            for entry in entries {
+                loaded.memory.apply(entry);
+            }
+            loaded.skipped.extend(skipped);
+        }
+        loaded
+    }
+}
+
 /// The memory journal on disk: appends under a lock (several aot processes
 /// share one file), loads, and the Dreamer's atomic compaction.
 #[derive(Debug, Clone)]
@@ -560,30 +593,7 @@ impl MemoryFile {
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Loaded::default()),
             Err(e) => return Err(self.io(&self.path)(e)),
         };
-        let mut loaded = Loaded {
-            bytes: bytes.len() as u64,
-            ..Loaded::default()
-        };
-        // Parsing dominates a large memory's load: chunks of whole lines are
-        // parsed on every core, then applied in file order.
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
-        let chunks = line_chunks(&bytes, if bytes.len() < 1 << 20 { 1 } else { threads });
-        let parsed: Vec<(Vec<Entry>, Vec<usize>)> = std::thread::scope(|scope| {
-            let handles: Vec<_> = chunks
-                .iter()
-                .map(|&(first_line, chunk)| scope.spawn(move || parse_lines(first_line, chunk)))
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
-        });
-        let mut memory = Memory::default();
-        for (entries, skipped) in parsed {
-            for entry in entries {
-                memory.apply(entry);
-            }
-            loaded.skipped.extend(skipped);
-        }
-        loaded.memory = memory;
-        Ok(loaded)
+        Ok(Loaded::from_bytes(&bytes))
     }
 
     /// Carries out a Dreamer pass under the lock: forgotten Megrams (and their

@@ -253,9 +253,8 @@ pub struct Plan {
 
 /// Reads a plan file, reporting errors at their line and column.
 pub fn read_plan(path: &Path) -> Result<Plan, ReadError> {
-    let label = path.display().to_string();
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
         Err(e) if e.kind() == ErrorKind::NotFound => return Err(ReadError::NotFound(path.to_path_buf())),
         Err(source) => {
             return Err(ReadError::Io {
@@ -264,9 +263,23 @@ pub fn read_plan(path: &Path) -> Result<Plan, ReadError> {
             });
         }
     };
+    plan_from_bytes(path, &bytes).map_err(ReadError::Invalid)
+}
+
+/// Parses plan-file bytes already read from `path` (held to the state file's
+/// size limit and text rules).
+pub fn plan_from_bytes(path: &Path, bytes: &[u8]) -> Result<Plan, Diagnostics> {
+    let label = path.display().to_string();
+    if bytes.len() as u64 > MAX_STATE_BYTES {
+        return Err(Diagnostics::single(
+            label,
+            format!("is over {} MiB", MAX_STATE_BYTES / 1048576),
+        ));
+    }
+    let text = decode(&label, bytes)?;
     let parsed = match Format::of(path) {
-        Format::Yaml => serde_saphyr::from_str::<Plan>(&text).map_err(|e| saphyr_diagnostic(&e)),
-        Format::Json => serde_json::from_str::<Plan>(&text).map_err(|e| {
+        Format::Yaml => serde_saphyr::from_str::<Plan>(text).map_err(|e| saphyr_diagnostic(&e)),
+        Format::Json => serde_json::from_str::<Plan>(text).map_err(|e| {
             Diagnostic::new(strip_json_position(&e.to_string())).at(Some(Loc {
                 line: e.line() as u64,
                 column: e.column().max(1) as u64,
@@ -274,7 +287,7 @@ pub fn read_plan(path: &Path) -> Result<Plan, ReadError> {
             }))
         }),
     };
-    parsed.map_err(|d| ReadError::Invalid(Diagnostics::new(label, Some(&text), vec![d])))
+    parsed.map_err(|d| Diagnostics::new(label, Some(text), vec![d]))
 }
 
 /// Validates a state that did not come from text (e.g. built by a command).
@@ -333,11 +346,15 @@ fn over_limit(breach: &str) -> String {
         "Nodes" => "values",
         "Aliases" => "alias uses (`*name`)",
         "Anchors" => "anchors (`&name`)",
-        "Depth" => "levels of nesting",
         "Documents" => "YAML documents",
         "Events" => "parser events",
         _ => "parts",
     };
+    if kind == "Depth" {
+        return format!(
+            "the document nests too deeply ({count} levels when read; a state file never needs that many) — unclosed `[` or `{{` are the usual cause"
+        );
+    }
     format!(
         "the document has too many {what} ({count} when read); aliases that repeat large parts are the usual cause — write the parts out, or split the work"
     )

@@ -218,8 +218,28 @@ mod tests {
             file.write_all(b"{}\n").expect("append");
         }
         std::fs::write(&state, "version: 1\n# edited\n").expect("write");
-        assert_eq!(next(&rt, &mut watch, Duration::from_secs(5)), Some(Changed::Journal));
-        assert_eq!(next(&rt, &mut watch, Duration::from_secs(5)), Some(Changed::State));
-        assert_eq!(next(&rt, &mut watch, QUIET * 3), None);
+        // The journal's events may reach its watcher while the first signal
+        // is being taken, leaving a second; never one per append.
+        let mut journal_signals = 0;
+        let mut state_signals = 0;
+        while let Some(changed) = next(
+            &rt,
+            &mut watch,
+            if state_signals == 0 {
+                Duration::from_secs(5)
+            } else {
+                QUIET * 3
+            },
+        ) {
+            match changed {
+                Changed::Journal => journal_signals += 1,
+                Changed::State => state_signals += 1,
+            }
+        }
+        assert_eq!(state_signals, 1, "one edit, one signal");
+        assert!(
+            (1..=2).contains(&journal_signals),
+            "{journal_signals} signals for 100 appends"
+        );
     }
 }
