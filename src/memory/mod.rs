@@ -604,6 +604,9 @@ impl MemoryFile {
             return Ok(());
         }
         let _lock = self.locked()?;
+        // Compactions hold this lock: a temporary file seen now is one a
+        // killed Dreamer left.
+        file::remove_stale_temps(&self.path);
         if !plan.forget.is_empty() {
             let text = match std::fs::read_to_string(&self.path) {
                 Ok(text) => text,

@@ -798,6 +798,7 @@ impl Store {
         // Writers hold the short lock, as the caller does: a temporary file
         // seen now is one a killed process left.
         file::remove_stale_temps(&self.paths.state);
+        file::remove_stale_temps(&self.paths.journal);
         match self.reconcile_incremental()? {
             Some(state) => Ok((state, Vec::new())),
             None => self.reconcile_full(),

@@ -60,8 +60,12 @@ fn child_entry() {
     let state = PathBuf::from(std::env::var("AOT_TEST_STATE").unwrap());
     let mut store = Store::new(&state, Arc::new(SystemClock));
     match mode.as_str() {
-        // Commit event batches and save, forever, until killed.
+        // Commit event batches and save, forever, until killed; with
+        // AOT_TEST_COMPACT_EVERY=n, compact the journal after every n commits.
         "churn" => {
+            let compact_every: u64 = std::env::var("AOT_TEST_COMPACT_EVERY")
+                .ok()
+                .map_or(0, |n| n.parse().unwrap());
             let (mut current, _) = store.open().unwrap();
             println!("ready");
             std::io::stdout().flush().unwrap();
@@ -89,6 +93,50 @@ fn child_entry() {
                     },
                 ];
                 store.commit(&mut current, events).unwrap();
+                if compact_every > 0 && i % compact_every == 0 {
+                    store.compact(&mut current).unwrap();
+                }
+            }
+        }
+        // Append Megrams and run the Dreamer, forever, until killed. Each
+        // round appends one Megram a Dreamer forgets (400 days old) and one it
+        // keeps, says `kept <id>` once the append returned, then compacts.
+        "dreams" => {
+            use aot::memory::{Entry, Level, Megram, MemoryFile};
+            use aot::model::time::Timestamp;
+            let file = MemoryFile::new(&state);
+            println!("ready");
+            std::io::stdout().flush().unwrap();
+            let megram = |id: String, t: Timestamp, i: u64| Megram {
+                id,
+                level: Level::M,
+                t,
+                t_recalled: None,
+                space: format!("tool-{}", i % 5),
+                entity: "target".into(),
+                content: "y".repeat((i % 300) as usize),
+                state: "success".into(),
+                f: 0.8,
+                sigma: 1.0,
+                k: 0.05,
+            };
+            let mut next_id = 0;
+            for i in 0u64.. {
+                let now = Timestamp::now();
+                let old = Timestamp::from_millis(now.as_millis() - 400 * 86_400_000);
+                file.append(&[
+                    Entry::megram(megram(format!("old-{i}"), old, i)),
+                    Entry::megram(megram(format!("keep-{i}"), now, i)),
+                ])
+                .unwrap();
+                println!("kept keep-{i}");
+                std::io::stdout().flush().unwrap();
+                let loaded = file.load().unwrap();
+                let plan = aot::memory::dream(&loaded.memory, now, || {
+                    next_id += 1;
+                    format!("c-{}-{next_id}", std::process::id())
+                });
+                file.apply_dream(&plan, now).unwrap();
             }
         }
         // Read-modify-write a counter N times through the short lock.
