@@ -125,7 +125,7 @@ fn outcome(kind: &str, text: &str) -> u64 {
         match (quoted, c) {
             (Some(q), c) if c == q => quoted = None,
             (Some(_), _) => {}
-            (None, '`' | '"') => {
+            (None, '`' | '"' | '\'') => {
                 quoted = Some(c);
                 '_'.hash(&mut hasher);
             }
