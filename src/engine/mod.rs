@@ -387,10 +387,7 @@ impl<'a> Engine<'a> {
         {
             return Ok(ended);
         }
-        let max_iterations = self
-            .options
-            .max_iterations
-            .unwrap_or_else(|| self.state.objective.constraints.max_iterations());
+        let max_iterations = self.max_iterations();
         loop {
             if self.state.run.iteration >= max_iterations {
                 let message = format!("{max_iterations} iterations done and the base case does not hold");
@@ -407,14 +404,32 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// One iteration: a round, the fan-in gate, the base case per the verify
-    /// policy, and the check that something can still run.
+    /// The iteration limit: `--max-iterations`, else the file's constraint.
+    fn max_iterations(&self) -> u32 {
+        self.options
+            .max_iterations
+            .unwrap_or_else(|| self.state.objective.constraints.max_iterations())
+    }
+
+    /// A round (whose checks, with `verify: every_iteration`, may end
+    /// iterations and the run inside it), the fan-in gate, the base case
+    /// per the verify policy, and the check that something can still run.
     async fn iteration(&mut self) -> Result<Option<Ended>, EngineError> {
         let iteration = self.state.run.iteration + 1;
         self.record(vec![Event::IterationStarted { iteration }])?;
         let round = self.round().await?;
+        if let Some(evidence) = round.completed {
+            return self
+                .stop(StopReason::Completed, "the base case holds".into(), Some(evidence))
+                .map(Some);
+        }
         if round.cancelled {
             return self.stop_manual().map(Some);
+        }
+        if round.limit_reached {
+            let max = self.max_iterations();
+            let message = format!("{max} iterations done and the base case does not hold");
+            return self.stop(StopReason::IterationLimit, message, None).map(Some);
         }
         if !round.failures.is_empty()
             && let Some(ended) = self.replan(&round.finished, round.failures, None).await?
@@ -424,9 +439,15 @@ impl<'a> Engine<'a> {
         self.save()?;
         let policy = self.state.objective.constraints.verify();
         let graph_done = self.graph.selected_solved();
-        if (policy == VerifyPolicy::EveryIteration || graph_done)
-            && let Some(evidence) = self.verify().await?
-        {
+        // With every_iteration a check already ran if nothing came in since it.
+        let checked = match (policy, round.unchecked, round.last_check) {
+            (VerifyPolicy::EveryIteration, false, Some(evidence)) => Some(Ok(evidence)),
+            (VerifyPolicy::EveryIteration, false, None) if !graph_done => None,
+            (VerifyPolicy::EveryIteration, _, _) => self.verify().await.transpose(),
+            (VerifyPolicy::WhenSolved, ..) if graph_done => self.verify().await.transpose(),
+            (VerifyPolicy::WhenSolved, ..) => None,
+        };
+        if let Some(evidence) = checked.transpose()? {
             if evidence.exit_code == Some(0) {
                 let completed = self.stop(StopReason::Completed, "the base case holds".into(), Some(evidence));
                 return completed.map(Some);

@@ -10,6 +10,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::roles::{Assignment, Brief, Judgement, Roles, Worked};
+use super::verify::{Verification, next_check};
 use super::{Engine, EngineError};
 use crate::journal::Reflection;
 use crate::journal::event::Event;
@@ -17,7 +18,7 @@ use crate::model::Criterion;
 use crate::model::secret::redact;
 use crate::model::text::{MESSAGE_MAX, SUMMARY_MAX, cut, tail};
 use crate::state::template;
-use crate::state::{Atom, AtomId, AtomStatus, Binding, FailureClass};
+use crate::state::{Atom, AtomId, AtomStatus, Binding, Evidence, FailureClass, VerifyPolicy};
 use crate::steer::Steer;
 
 /// Bytes of output a binding keeps (the end): bindings stand in for solved
@@ -58,6 +59,14 @@ pub(super) struct Round {
     pub failures: Vec<(AtomId, FailureClass)>,
     /// Whether the run was stopped meanwhile.
     pub cancelled: bool,
+    /// The base case held, checked while atoms ran: the round was halted.
+    pub completed: Option<Evidence>,
+    /// The iteration limit was reached while atoms ran: the round was halted.
+    pub limit_reached: bool,
+    /// The last check made during the round (the base case did not hold).
+    pub last_check: Option<Evidence>,
+    /// Results came in after the last check started (or no check ran).
+    pub unchecked: bool,
 }
 
 /// How an attempt ended: the worker's result judged by the validator.
@@ -91,6 +100,11 @@ pub(super) struct Dispatch {
     pub round: Round,
     /// Attempts cancelled by a stop or a redirect.
     pub cancelled: Vec<AtomId>,
+    /// The base-case check running while atoms run.
+    pub verification: Option<Verification>,
+    /// Nothing more is started: the run completed, hit its iteration
+    /// limit, or (`aot step`) took in its first results.
+    pub halted: bool,
 }
 
 impl Dispatch {
@@ -179,14 +193,24 @@ async fn judge(roles: &Roles, assignment: &Assignment, cancel: &CancellationToke
 }
 
 impl Engine<'_> {
-    /// One round: what finished, what failed for good, and whether it was cancelled.
+    /// One round: what finished, what failed for good, and whether it was
+    /// cancelled. With `verify: every_iteration` the base case is checked
+    /// after every fan-in of results while the rest keeps running — one check
+    /// at a time, results that arrive meanwhile going to the next — and each
+    /// check that finds it unmet ends an iteration. When it holds, in-flight
+    /// work is cancelled and nothing more starts.
     pub(super) async fn round(&mut self) -> Result<Round, EngineError> {
         let parallel = self.state.objective.constraints.max_parallel_agents().max(1) as usize;
         let max_attempts = 1 + self.state.objective.constraints.max_retries();
+        let eager = self.state.objective.constraints.verify() == VerifyPolicy::EveryIteration;
         let mut d = Dispatch::default();
         self.round_cancel = self.cancel.child_token();
         loop {
-            if d.round.failures.is_empty() && !self.round_cancel.is_cancelled() && !self.state.control.stop_requested {
+            if d.round.failures.is_empty()
+                && !d.halted
+                && !self.round_cancel.is_cancelled()
+                && !self.state.control.stop_requested
+            {
                 self.start_races(&mut d, parallel).await?;
                 self.make_choices(&mut d).await?;
                 self.dispatch_ready(&mut d, parallel)?;
@@ -194,11 +218,19 @@ impl Engine<'_> {
             if self.state.control.stop_requested {
                 self.cancel.cancel();
             }
-            if d.running.is_empty() {
+            if eager && d.round.unchecked && d.verification.is_none() && !d.halted && !self.cancel.is_cancelled() {
+                d.verification = self.start_verification();
+                d.round.unchecked = false;
+            }
+            if d.running.is_empty() && d.verification.is_none() {
                 break;
             }
             let joined = tokio::select! {
-                joined = d.running.join_next_with_id() => joined,
+                joined = d.running.join_next_with_id(), if !d.running.is_empty() => joined,
+                checked = next_check(&mut d.verification) => {
+                    self.checked_in_round(&mut d, checked)?;
+                    continue;
+                }
                 changed = Self::next_change(&mut self.watch) => {
                     self.on_change(changed).await?;
                     continue;
@@ -210,7 +242,12 @@ impl Engine<'_> {
             // A redirect may have removed, overridden or reset the atom while it
             // ran: its result belongs to work that no longer exists.
             if self.state.graph.atoms.get(&atom).map(|a| a.status) == Some(AtomStatus::Running) {
+                let cancelled = matches!(attempted, Attempted::Cancelled);
                 self.settle(&mut d, atom, attempted, max_attempts)?;
+                d.round.unchecked |= !cancelled;
+                // `aot step`: the first fan-in of results ends the iteration;
+                // what already runs finishes, nothing more starts.
+                d.halted |= !cancelled && self.options.one_iteration;
             }
             if self.last_save.elapsed() > Duration::from_secs(1) {
                 self.save()?;
@@ -228,6 +265,46 @@ impl Engine<'_> {
         }
         d.round.cancelled = self.cancel.is_cancelled() || self.state.control.stop_requested;
         Ok(d.round)
+    }
+
+    /// Takes in a check made while atoms ran. Held: halt the round, cancelling
+    /// what runs. Unmet: the iteration ends — the next starts, unless the
+    /// limit is reached (halt, cancelling what runs).
+    fn checked_in_round(
+        &mut self,
+        d: &mut Dispatch,
+        checked: Option<crate::engine::roles::Checked>,
+    ) -> Result<(), EngineError> {
+        let Some(verification) = d.verification.take() else {
+            return Ok(());
+        };
+        let Some(evidence) = self.take_check(verification, checked)? else {
+            return Ok(());
+        };
+        if evidence.exit_code == Some(0) {
+            d.round.completed = Some(evidence);
+            d.halted = true;
+            self.round_cancel.cancel();
+            return Ok(());
+        }
+        d.round.last_check = Some(evidence);
+        // Work goes on after this check: the next iteration starts.
+        let goes_on = !d.running.is_empty() || d.round.unchecked || self.graph.ready().next().is_some();
+        if !goes_on || d.halted {
+            return Ok(());
+        }
+        if self.state.run.iteration >= self.max_iterations() {
+            d.round.limit_reached = true;
+            d.halted = true;
+            self.round_cancel.cancel();
+        } else {
+            // The journal has every record; the file is saved at the round's
+            // end (and every second): a save while an editor writes risks
+            // the edit, so the loop does not add saves per check.
+            let iteration = self.state.run.iteration + 1;
+            self.record(vec![Event::IterationStarted { iteration }])?;
+        }
+        Ok(())
     }
 
     /// Journals the start of an attempt and hands it to the worker; `false`

@@ -1,37 +1,65 @@
-//! Checking the base case through the validator, without delaying a stop.
+//! Checking the base case through the validator, without delaying a stop:
+//! alone (at the start and the end of a round), or in the background while a
+//! round's atoms keep running (`verify: every_iteration`).
 
-use super::roles::BaseCaseRun;
+use tokio::task::JoinHandle;
+
+use super::roles::{BaseCaseRun, Checked};
 use super::{Engine, EngineError};
 use crate::journal::event::Event;
 use crate::state::Evidence;
 
+/// A base-case check running on a task of its own.
+pub(super) struct Verification {
+    command: String,
+    task: JoinHandle<Option<Checked>>,
+}
+
+impl Verification {
+    /// Waits for the check; `None` if it was cancelled or its task failed.
+    pub async fn checked(&mut self) -> Option<Checked> {
+        (&mut self.task).await.ok().flatten()
+    }
+}
+
+impl Drop for Verification {
+    fn drop(&mut self) {
+        // A check nobody waits for any more is not left running.
+        self.task.abort();
+    }
+}
+
+/// Waits for `verification` if there is one, else forever (for `select!`).
+pub(super) async fn next_check(verification: &mut Option<Verification>) -> Option<Checked> {
+    match verification {
+        Some(v) => v.checked().await,
+        None => std::future::pending().await,
+    }
+}
+
 impl Engine<'_> {
-    /// Checks the base case and journals the evidence; `None` if there is no
-    /// base case or the run was stopped meanwhile.
-    pub(super) async fn verify(&mut self) -> Result<Option<Evidence>, EngineError> {
-        let Some(base) = self.state.objective.base_case.clone() else {
-            return Ok(None);
-        };
+    /// Starts checking the base case on a task of its own; `None` if there is
+    /// no base case. A stop cancels it.
+    pub(super) fn start_verification(&self) -> Option<Verification> {
+        let base = self.state.objective.base_case.clone()?;
         let run = BaseCaseRun {
             command: base.command.clone(),
             cwd: self.dir.clone(),
             env: vec![("AOT_STATE".into(), self.store.paths().state.display().to_string())],
             timeout: base.timeout(),
         };
-        // A long base case (a test suite) must not delay a stop request: the
-        // watched files are served while it runs.
         let (validator, token) = (self.roles.validator.clone(), self.cancel.clone());
-        let check = validator.base_case(&run, &token);
-        tokio::pin!(check);
-        let checked = loop {
-            tokio::select! {
-                checked = &mut check => break checked,
-                changed = Self::next_change(&mut self.watch) => self.on_change(changed).await?,
-            }
-        };
-        let Some(checked) = checked else { return Ok(None) };
-        let evidence = Evidence {
+        let task = tokio::spawn(async move { validator.base_case(&run, &token).await });
+        Some(Verification {
             command: base.command,
+            task,
+        })
+    }
+
+    /// Journals what a finished check showed.
+    pub(super) fn verified(&mut self, command: String, checked: Checked) -> Result<Evidence, EngineError> {
+        let evidence = Evidence {
+            command,
             exit_code: checked.exit_code,
             output_tail: checked.output,
             at: self.clock.now(),
@@ -40,6 +68,39 @@ impl Engine<'_> {
         self.record(vec![Event::BaseCaseChecked {
             evidence: evidence.clone(),
         }])?;
-        Ok(Some(evidence))
+        Ok(evidence)
+    }
+
+    /// Journals the check `verification` made, once it is done.
+    pub(super) fn take_check(
+        &mut self,
+        verification: Verification,
+        checked: Option<Checked>,
+    ) -> Result<Option<Evidence>, EngineError> {
+        match checked {
+            Some(checked) => self.verified(verification.command.clone(), checked).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Checks the base case and journals the evidence; `None` if there is no
+    /// base case or the run was stopped meanwhile.
+    pub(super) async fn verify(&mut self) -> Result<Option<Evidence>, EngineError> {
+        let Some(verification) = self.start_verification() else {
+            return Ok(None);
+        };
+        // A long base case (a test suite) must not delay a stop request: the
+        // watched files are served while it runs.
+        let mut pending = Some(verification);
+        let checked = loop {
+            tokio::select! {
+                checked = next_check(&mut pending) => break checked,
+                changed = Self::next_change(&mut self.watch) => self.on_change(changed).await?,
+            }
+        };
+        match pending {
+            Some(verification) => self.take_check(verification, checked),
+            None => Ok(None),
+        }
     }
 }

@@ -112,7 +112,9 @@ impl BaseCase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum VerifyPolicy {
-    /// After every iteration.
+    /// After every fan-in of results, while other atoms run; when it holds,
+    /// work in flight is cancelled. Each check that finds it unmet ends an
+    /// iteration.
     #[default]
     EveryIteration,
     /// Only once every atom on the selected branches is solved (for expensive checks).

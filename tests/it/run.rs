@@ -304,12 +304,26 @@ fn step_runs_one_iteration_and_start_continues() {
     env.example("or-fallback.yaml");
     let run = env.aot(&["--state", "or-fallback.yaml", "step"]);
     assert_eq!(run.code, 0, "{}", run.transcript());
+    // One iteration: the first result (`setup`, the only atom ready) taken
+    // in and checked; nothing else started.
     let s = state(&env, "or-fallback.yaml");
     assert_eq!((s.run.status, s.run.iteration), (RunStatus::Paused, 1));
-    assert_eq!(s.graph.atoms["config"].chosen.as_deref(), Some("from-default"));
+    let statuses: Vec<(&str, AtomStatus)> = s.graph.atoms.iter().map(|(id, a)| (id.as_str(), a.status)).collect();
+    assert_eq!(
+        statuses,
+        [
+            ("setup", AtomStatus::Solved),
+            ("config", AtomStatus::Pending),
+            ("from-remote", AtomStatus::Pending),
+            ("from-default", AtomStatus::Pending),
+            ("report", AtomStatus::Pending),
+        ]
+    );
     let run = env.aot(&["--state", "or-fallback.yaml", "start"]);
     assert_eq!(run.code, 0, "{}", run.transcript());
-    assert_eq!(state(&env, "or-fallback.yaml").run.iteration, 2);
+    let s = state(&env, "or-fallback.yaml");
+    assert_eq!(s.graph.atoms["config"].chosen.as_deref(), Some("from-default"));
+    assert!(s.run.iteration > 2, "each fan-in of results is an iteration");
 }
 
 #[test]
@@ -545,4 +559,81 @@ graph:
         correction["history"][0]["attempt"], 1,
         "attempt 1's failure survived the restart"
     );
+}
+
+/// A chain a1 → a4 whose base case holds once a2 is done; a3 is slow.
+fn chain_done_after_a2(verify: &str) -> String {
+    aligned(
+        "test -f a2.done",
+        &format!(
+            "  constraints: {{ verify: {verify} }}\ngraph:\n  atoms:\n    a1: {{ run: 'touch a1.done' }}\n    a2: {{ run: 'touch a2.done', deps: [a1] }}\n    a3: {{ run: 'touch a3.started; sleep 30; touch a3.done', deps: [a2] }}\n    a4: {{ run: 'touch a4.done', deps: [a3] }}\n"
+        ),
+    )
+}
+
+#[test]
+fn the_run_halts_the_moment_the_base_case_holds() {
+    let env = TestEnv::new();
+    env.write("aot.yaml", &chain_done_after_a2("every_iteration"));
+    let started = std::time::Instant::now();
+    let run = env.aot(&["start"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "the run waited for a3 after the goal held"
+    );
+    let s = state(&env, "aot.yaml");
+    assert_eq!(s.run.stop.as_ref().map(|s| s.reason), Some(StopReason::Completed));
+    assert!(!env.path("a4.done").exists(), "nothing starts after the goal holds");
+    assert!(!env.path("a3.done").exists());
+    assert_ne!(s.graph.atoms["a3"].status, AtomStatus::Solved);
+    let journal = std::fs::read_to_string(env.path("aot.yaml.journal.jsonl")).unwrap();
+    if env.path("a3.started").exists() {
+        assert!(
+            journal.contains(r#""type":"attempt_cancelled","atom":"a3""#),
+            "a3 was in flight and is recorded as cancelled"
+        );
+    }
+    assert_eq!(env.aot(&["replay", "--check"]).code, 0);
+}
+
+#[test]
+fn with_verify_when_solved_every_atom_runs_before_the_check() {
+    let env = TestEnv::new();
+    env.write(
+        "aot.yaml",
+        &chain_done_after_a2("when_solved").replace("sleep 30; ", ""),
+    );
+    let run = env.aot(&["start"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    assert!(
+        env.path("a4.done").exists(),
+        "when_solved checks once the graph is solved"
+    );
+    let journal = std::fs::read_to_string(env.path("aot.yaml.journal.jsonl")).unwrap();
+    assert_eq!(
+        journal.matches(r#""type":"base_case_checked""#).count(),
+        2,
+        "once before the first iteration, once when solved"
+    );
+}
+
+#[test]
+fn each_check_ends_an_iteration_and_the_limit_counts_them() {
+    let env = TestEnv::new();
+    let chain = "  constraints: { max_iterations: 2 }\ngraph:\n  atoms:\n    a1: { run: 'touch a1.done' }\n    a2: { run: 'touch a2.done', deps: [a1] }\n    a3: { run: 'touch a3.done', deps: [a2] }\n    a4: { run: 'touch a4.done', deps: [a3] }\n    a5: { run: 'touch a5.done', deps: [a4] }\n";
+    env.write("aot.yaml", &aligned("test -f a5.done", chain));
+    let run = env.aot(&["start"]);
+    assert_eq!(run.code, 8, "iteration limit:\n{}", run.transcript());
+    let s = state(&env, "aot.yaml");
+    assert_eq!(s.run.stop.as_ref().map(|s| s.reason), Some(StopReason::IterationLimit));
+    assert_eq!(s.run.iteration, 2);
+    assert!(!env.path("a5.done").exists(), "the base case is unmet");
+    let solved = s
+        .graph
+        .atoms
+        .values()
+        .filter(|a| a.status == AtomStatus::Solved)
+        .count();
+    assert!((2..=3).contains(&solved), "two fan-ins, two checks: {solved} solved");
 }
