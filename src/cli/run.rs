@@ -151,7 +151,7 @@ impl Observer for Printer {
                     Event::AtomsReset { atoms } | Event::AtomsRefined { atoms } => {
                         atoms.iter().for_each(|a| live.finished(a))
                     }
-                    Event::AttemptCancelled { atom } => live.finished(atom),
+                    Event::AttemptCancelled { atom, .. } => live.finished(atom),
                     _ => {}
                 }
                 if let Some(line) = super::log::describe(record, false) {

@@ -5,6 +5,8 @@
 //! atom's dependents. Every correction is recorded in `corrections[]`. Pure:
 //! it plans events; the store applies them (exactly once, journal first).
 
+pub mod interrupt;
+
 use crate::graph::WorkGraph;
 use crate::journal::event::Event;
 use crate::model::time::{Span, Timestamp};

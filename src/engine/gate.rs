@@ -61,7 +61,7 @@ impl Engine<'_> {
         let (blocked, interrupted) = (with(AtomStatus::Blocked), with(AtomStatus::Running));
         let mut events: Vec<Event> = interrupted
             .into_iter()
-            .map(|atom| Event::AttemptCancelled { atom })
+            .map(|atom| Event::AttemptCancelled { atom, why: None })
             .collect();
         if !blocked.is_empty() {
             events.push(Event::AtomsReset { atoms: blocked });

@@ -116,6 +116,8 @@ struct Views<'v> {
     graph: &'v mut WorkGraph,
     history: &'v mut History,
     folded: Vec<Record>,
+    /// Running atoms the folded records made stale, and why.
+    stale: Vec<(AtomId, String)>,
 }
 
 impl Folded for Views<'_> {
@@ -124,6 +126,10 @@ impl Folded for Views<'_> {
     }
 
     fn apply(&mut self, record: &Record) {
+        // Judged against the state before the record: what was running, and
+        // what it was defined as.
+        self.stale
+            .extend(crate::correct::interrupt::touched(self.state, &record.event));
         crate::journal::fold::apply_with(self.state, &mut [self.graph, self.history], record);
         self.folded.push(record.clone());
     }
@@ -141,8 +147,12 @@ pub struct Engine<'a> {
     roles: Roles,
     observer: &'a mut dyn Observer,
     cancel: CancellationToken,
-    /// Cancels the current round only (a redirect); `cancel` ends the run.
+    /// Cancels the current round only (a new objective); `cancel` ends the run.
     round_cancel: CancellationToken,
+    /// Each running attempt's own cancel token, by atom.
+    attempt_tokens: HashMap<AtomId, CancellationToken>,
+    /// Attempts a correction interrupted, and why (for `attempt_cancelled`).
+    interrupted: HashMap<AtomId, String>,
     last_save: Instant,
     watch: Option<crate::store::watch::Watch>,
     /// The memory as loaded, plus what this run wrote.
@@ -184,6 +194,8 @@ impl<'a> Engine<'a> {
             observer,
             cancel,
             round_cancel: CancellationToken::new(),
+            attempt_tokens: HashMap::new(),
+            interrupted: HashMap::new(),
             last_save: Instant::now(),
             watch: None,
             memory: crate::memory::Memory::default(),
@@ -212,18 +224,19 @@ impl<'a> Engine<'a> {
             graph,
             history,
             folded: Vec::new(),
+            stale: Vec::new(),
         };
         let result = off_the_loop(|| f(store, &mut views));
-        let folded = views.folded;
-        self.took_in(&folded);
+        let (folded, stale) = (views.folded, views.stale);
+        self.took_in(&folded, stale);
         result
     }
 
-    /// Shows folded records to the observer. A stop request ends the run; a
-    /// correction (a redirect, a hand edit) changed the work, so what is in
-    /// flight was planned for the old graph: it is interrupted and its results
-    /// discarded, and the loop goes on.
-    fn took_in(&mut self, records: &[Record]) {
+    /// Shows folded records to the observer. A stop request ends the run. A
+    /// correction (a redirect, a hand edit) interrupts only the attempts it
+    /// made stale (`correct::interrupt`): everything else runs on and its
+    /// result is kept. A new objective or a replaced file ends the round.
+    fn took_in(&mut self, records: &[Record], stale: Vec<(AtomId, String)>) {
         for record in records {
             self.observer.record(record, &self.state);
         }
@@ -233,8 +246,24 @@ impl<'a> Engine<'a> {
                 Event::CorrectionRecorded { .. } | Event::UserEdited { .. } | Event::Snapshot { .. }
             )
         });
+        // The engine's own records (a race's prune) are not corrections.
         if corrected {
-            self.round_cancel.cancel();
+            let new_task = records.iter().any(|r| {
+                matches!(&r.event, Event::Snapshot { .. })
+                    || matches!(&r.event, Event::CorrectionRecorded { correction } if correction.trail_cleared)
+            });
+            if new_task {
+                // A check in flight judges the old objective: it goes too.
+                self.round_cancel.cancel();
+            }
+            for (atom, why) in stale {
+                if let Some(token) = self.attempt_tokens.get(&atom)
+                    && !token.is_cancelled()
+                {
+                    token.cancel();
+                    self.interrupted.insert(atom, why);
+                }
+            }
         }
         if self.state.control.stop_requested {
             self.cancel.cancel();

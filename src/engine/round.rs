@@ -205,6 +205,8 @@ impl Engine<'_> {
         let eager = self.state.objective.constraints.verify() == VerifyPolicy::EveryIteration;
         let mut d = Dispatch::default();
         self.round_cancel = self.cancel.child_token();
+        self.attempt_tokens.clear();
+        self.interrupted.clear();
         loop {
             if d.round.failures.is_empty()
                 && !d.halted
@@ -219,7 +221,7 @@ impl Engine<'_> {
                 self.cancel.cancel();
             }
             if eager && d.round.unchecked && d.verification.is_none() && !d.halted && !self.cancel.is_cancelled() {
-                d.verification = self.start_verification();
+                d.verification = self.start_verification(self.round_cancel.child_token());
                 d.round.unchecked = false;
             }
             if d.running.is_empty() && d.verification.is_none() {
@@ -259,7 +261,10 @@ impl Engine<'_> {
             let events = d
                 .cancelled
                 .drain(..)
-                .map(|atom| Event::AttemptCancelled { atom })
+                .map(|atom| {
+                    let why = self.interrupted.remove(&atom);
+                    Event::AttemptCancelled { atom, why }
+                })
                 .collect();
             self.record(events)?;
         }
@@ -323,6 +328,7 @@ impl Engine<'_> {
         let Some(assignment) = self.assignment(atom, attempt) else {
             return Ok(false);
         };
+        self.attempt_tokens.insert(atom.clone(), cancel.clone());
         d.spawn(&self.roles, assignment, cancel);
         Ok(true)
     }
@@ -352,7 +358,18 @@ impl Engine<'_> {
     ) -> Result<(), EngineError> {
         let attempt = self.state.graph.atoms.get(&atom).map_or(0, |a| a.attempts);
         match attempted {
-            Attempted::Cancelled => d.cancelled.push(atom),
+            Attempted::Cancelled => match self.interrupted.remove(&atom) {
+                // Interrupted by a correction while the round goes on: back
+                // to pending now, to run again as the correction left it.
+                Some(why) if !self.round_cancel.is_cancelled() => {
+                    self.record(vec![Event::AttemptCancelled { atom, why: Some(why) }])?;
+                }
+                Some(why) => {
+                    self.interrupted.insert(atom.clone(), why);
+                    d.cancelled.push(atom);
+                }
+                None => d.cancelled.push(atom),
+            },
             Attempted::Solved { summary, output } => {
                 let binding = Binding {
                     // A worker's text is bounded and cleaned here, whatever the worker.

@@ -39,8 +39,8 @@ pub(super) async fn next_check(verification: &mut Option<Verification>) -> Optio
 
 impl Engine<'_> {
     /// Starts checking the base case on a task of its own; `None` if there is
-    /// no base case. A stop cancels it.
-    pub(super) fn start_verification(&self) -> Option<Verification> {
+    /// no base case. `cancel` (a stop, or a new objective) cancels it.
+    pub(super) fn start_verification(&self, cancel: tokio_util::sync::CancellationToken) -> Option<Verification> {
         let base = self.state.objective.base_case.clone()?;
         let run = BaseCaseRun {
             command: base.command.clone(),
@@ -48,7 +48,7 @@ impl Engine<'_> {
             env: vec![("AOT_STATE".into(), self.store.paths().state.display().to_string())],
             timeout: base.timeout(),
         };
-        let (validator, token) = (self.roles.validator.clone(), self.cancel.clone());
+        let (validator, token) = (self.roles.validator.clone(), cancel);
         let task = tokio::spawn(async move { validator.base_case(&run, &token).await });
         Some(Verification {
             command: base.command,
@@ -86,7 +86,7 @@ impl Engine<'_> {
     /// Checks the base case and journals the evidence; `None` if there is no
     /// base case or the run was stopped meanwhile.
     pub(super) async fn verify(&mut self) -> Result<Option<Evidence>, EngineError> {
-        let Some(verification) = self.start_verification() else {
+        let Some(verification) = self.start_verification(self.cancel.clone()) else {
             return Ok(None);
         };
         // A long base case (a test suite) must not delay a stop request: the

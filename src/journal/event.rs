@@ -107,6 +107,9 @@ pub enum Event {
     AttemptCancelled {
         /// The atom.
         atom: AtomId,
+        /// Why, when a correction made the attempt stale ("its definition
+        /// changed", "`build` upstream changed").
+        why: Option<String>,
     },
     /// An atom failed for good.
     AtomFailed {

@@ -142,7 +142,7 @@ pub fn effects(record: &Record) -> Vec<Effect<'_>> {
                 message,
             },
         ],
-        Event::AttemptCancelled { atom } => vec![E::AttemptUndone(atom), E::Status(atom, AtomStatus::Pending)],
+        Event::AttemptCancelled { atom, .. } => vec![E::AttemptUndone(atom), E::Status(atom, AtomStatus::Pending)],
         Event::AtomFailed {
             atom,
             class,

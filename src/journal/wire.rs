@@ -22,6 +22,8 @@
 //!   the base case failed.
 //! - **3**: a journal may start with a `compacted` record, at any sequence
 //!   number: the records up to it were folded into it and dropped.
+//! - **4**: `attempt_cancelled` may say `why` (the correction that made the
+//!   attempt stale); older records read with none.
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
@@ -35,7 +37,7 @@ use crate::model::{AtomId, Criterion, FailureClass};
 use crate::state::{Atom, Binding, Control, Correction, Evidence, Objective, StateFile, StopRecord, Workers};
 
 /// The version this build writes; it reads this one and every older one.
-pub const WIRE_VERSION: u32 = 3;
+pub const WIRE_VERSION: u32 = 4;
 
 /// One journal line.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -97,6 +99,8 @@ pub enum WireEvent {
     },
     AttemptCancelled {
         atom: AtomId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        why: Option<String>,
     },
     AtomFailed {
         atom: AtomId,
@@ -478,7 +482,7 @@ impl From<Event> for WireEvent {
                 criterion,
                 message,
             },
-            Event::AttemptCancelled { atom } => W::AttemptCancelled { atom },
+            Event::AttemptCancelled { atom, why } => W::AttemptCancelled { atom, why },
             Event::AtomFailed {
                 atom,
                 class,
@@ -559,7 +563,7 @@ fn event_from(event: WireEvent, v: u32) -> Event {
             criterion,
             message,
         },
-        W::AttemptCancelled { atom } => Event::AttemptCancelled { atom },
+        W::AttemptCancelled { atom, why } => Event::AttemptCancelled { atom, why },
         W::AtomFailed {
             atom,
             class,

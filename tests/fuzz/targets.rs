@@ -44,6 +44,7 @@ pub fn all(root: &Path) -> Vec<Target> {
             "tests/fixtures/journal/v1-release",
             "tests/fixtures/journal/v2",
             "tests/fixtures/journal/v3",
+            "tests/fixtures/journal/v4",
         ],
         &["jsonl"],
     );

@@ -270,7 +270,15 @@ fn a_redirect_interrupts_in_flight_work_and_the_loop_carries_on() {
     );
     let runner = env.start_until("started-1");
     env.write("go", "");
-    let run = env.aot(&["redirect", "--set", "max_retries=5", "give it more tries"]);
+    // A new goal is a new task: everything in flight was planned for the old one.
+    let run = env.aot(&[
+        "redirect",
+        "--goal",
+        "a sharper goal",
+        "--set",
+        "max_retries=5",
+        "give it more tries",
+    ]);
     assert_eq!(run.code, 0, "{}", run.transcript());
     assert!(
         run.stdout
@@ -283,7 +291,12 @@ fn a_redirect_interrupts_in_flight_work_and_the_loop_carries_on() {
 
     let state = document::read(&env.path("aot.yaml")).unwrap().state;
     assert_eq!(state.objective.constraints.max_retries, Some(5));
-    assert_eq!(state.corrections.len(), 1);
+    assert_eq!(state.objective.goal.as_deref(), Some("a sharper goal"));
+    assert_eq!(
+        state.corrections.len(),
+        2,
+        "an objective change and a constraint change"
+    );
     assert_eq!(
         state.graph.atoms["long"].attempts, 1,
         "the interrupted attempt did not count"
@@ -434,7 +447,8 @@ fn a_hand_edit_saved_by_rename_becomes_a_correction() {
     env.write("go", "");
     // Save as vim does: write a new file, rename it over the old one.
     let text = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
-    let edited = text.replace("  base_case:", "  constraints:\n    max_retries: 4\n  base_case:");
+    // The running atom's own command changes: it is interrupted, runs again.
+    let edited = text.replace("then touch finished;", "then touch finished edited;");
     assert_ne!(edited, text);
     env.write("aot.yaml.swp-new", &edited);
     std::fs::rename(env.path("aot.yaml.swp-new"), env.path("aot.yaml")).unwrap();
@@ -444,10 +458,10 @@ fn a_hand_edit_saved_by_rename_becomes_a_correction() {
         Some(0),
         "the edit interrupted the sleeping atom, which then finished"
     );
+    assert!(env.path("edited").exists(), "the edited command ran");
     let state = document::read(&env.path("aot.yaml")).unwrap().state;
-    assert_eq!(state.objective.constraints.max_retries, Some(4));
     let kinds: Vec<String> = state.corrections.iter().map(|c| c.description.clone()).collect();
-    assert_eq!(kinds, ["hand edit of the constraints"]);
+    assert_eq!(kinds, ["hand edit of the graph"]);
     assert_eq!(env.aot(&["replay", "--check"]).code, 0);
 }
 
@@ -597,4 +611,68 @@ fn the_state_before_and_after_each_redirect_kind() {
         assert_eq!(run.code, 0, "{}", run.transcript());
         insta::assert_snapshot!(name, corrections_and_trail(&env));
     }
+}
+
+#[test]
+fn a_change_interrupts_only_the_atoms_it_touches() {
+    let env = TestEnv::new();
+    // Two atoms side by side, each waiting for `go`; `last` finishes the work.
+    let wait = "while [ ! -f go ]; do sleep 0.05; done";
+    let atoms = format!(
+        "graph:\n  atoms:\n    slow:\n      run: 'echo $AOT_ATTEMPT >> slow.starts; {wait}'\n    other:\n      run: 'echo $AOT_ATTEMPT >> other.starts; {wait}'\n    last:\n      run: 'touch finished'\n      deps: [slow, other]\n"
+    );
+    env.write("aot.yaml", &aligned(&atoms));
+    let starts = |name: &str| {
+        std::fs::read_to_string(env.path(name))
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    };
+    let runner = env.start_until("slow.starts");
+    env.wait_until("both atoms run", || starts("other.starts") == 1);
+
+    // A new atom elsewhere and a constraint change touch neither.
+    for args in [
+        &["redirect", "--add-atom", "extra=touch extra.done"][..],
+        &["redirect", "--set", "max_retries=3"],
+    ] {
+        let run = env.aot(args);
+        assert_eq!(run.code, 0, "{}", run.transcript());
+    }
+    env.wait_until("the new atom ran", || env.path("extra.done").exists());
+    // A hand edit of `other` touches `other` only.
+    let text = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
+    let edited = text.replacen(
+        "echo $AOT_ATTEMPT >> other.starts",
+        "echo $AOT_ATTEMPT edited >> other.starts",
+        1,
+    );
+    assert_ne!(edited, text);
+    std::fs::write(env.path("aot.yaml"), edited).unwrap();
+    env.wait_until("other restarted", || starts("other.starts") == 2);
+    env.write("go", "");
+
+    let output = runner.wait_with_output().unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(starts("slow.starts"), 1, "slow ran once, through all three changes");
+    let journal = std::fs::read_to_string(env.path("aot.yaml.journal.jsonl")).unwrap();
+    assert!(
+        journal.contains(r#""type":"attempt_cancelled","atom":"other","why":"its definition changed""#),
+        "{journal}"
+    );
+    assert!(
+        !journal.contains(r#""type":"attempt_cancelled","atom":"slow""#),
+        "{journal}"
+    );
+    let state = document::read(&env.path("aot.yaml")).unwrap().state;
+    assert_eq!(state.graph.atoms["slow"].attempts, 1);
+    assert_eq!(
+        state.graph.atoms["other"].attempts, 1,
+        "the interrupted attempt did not count"
+    );
+    assert_eq!(env.aot(&["replay", "--check"]).code, 0);
 }
