@@ -17,6 +17,20 @@ use crate::state::{Atom, AtomId, AtomStatus, Objective, StateFile};
 /// The running atoms of `before` that `event` (a correction's record, about
 /// to be folded into `before`) makes stale, each with why.
 pub fn touched(before: &StateFile, event: &Event) -> Vec<(AtomId, String)> {
+    // Every record of a run comes through here: the others leave at once.
+    if !matches!(
+        event,
+        Event::Snapshot { .. }
+            | Event::UserEdited { .. }
+            | Event::BindingOverridden { .. }
+            | Event::AtomsReset { .. }
+            | Event::AtomsRefined { .. }
+            | Event::AtomsPruned { .. }
+            | Event::OrChosen { .. }
+            | Event::Backtracked { .. }
+    ) {
+        return Vec::new();
+    }
     let running: Vec<&AtomId> = before
         .graph
         .atoms

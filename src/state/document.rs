@@ -124,12 +124,6 @@ pub fn read(path: &Path) -> Result<Document, ReadError> {
 /// content hash is `hash`), so a caller that has the bytes need not read again.
 pub fn from_bytes(path: &Path, bytes: &[u8], hash: u64) -> Result<Document, Diagnostics> {
     let label = path.display().to_string();
-    if bytes.len() as u64 > MAX_STATE_BYTES {
-        return Err(Diagnostics::single(
-            label,
-            format!("is over {} MiB", MAX_STATE_BYTES / 1048576),
-        ));
-    }
     let text = decode(&label, bytes)?;
     let state = parse(&label, text, Format::of(path))?;
     Ok(Document {
@@ -139,7 +133,15 @@ pub fn from_bytes(path: &Path, bytes: &[u8], hash: u64) -> Result<Document, Diag
     })
 }
 
+/// The text of a state or plan file: within the size limit, UTF-8 (a BOM
+/// dropped), no NUL.
 fn decode<'a>(label: &str, bytes: &'a [u8]) -> Result<&'a str, Diagnostics> {
+    if bytes.len() as u64 > MAX_STATE_BYTES {
+        return Err(Diagnostics::single(
+            label,
+            format!("is over {} MiB", MAX_STATE_BYTES / 1048576),
+        ));
+    }
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     match std::str::from_utf8(bytes) {
         Ok(text) if text.contains('\0') => {
@@ -270,12 +272,6 @@ pub fn read_plan(path: &Path) -> Result<Plan, ReadError> {
 /// size limit and text rules).
 pub fn plan_from_bytes(path: &Path, bytes: &[u8]) -> Result<Plan, Diagnostics> {
     let label = path.display().to_string();
-    if bytes.len() as u64 > MAX_STATE_BYTES {
-        return Err(Diagnostics::single(
-            label,
-            format!("is over {} MiB", MAX_STATE_BYTES / 1048576),
-        ));
-    }
     let text = decode(&label, bytes)?;
     let parsed = match Format::of(path) {
         Format::Yaml => serde_saphyr::from_str::<Plan>(text).map_err(|e| saphyr_diagnostic(&e)),
