@@ -278,7 +278,7 @@ impl Engine<'_> {
     fn checked_in_round(
         &mut self,
         d: &mut Dispatch,
-        checked: Option<crate::engine::roles::Checked>,
+        checked: Option<super::roles::Checked>,
     ) -> Result<(), EngineError> {
         let Some(verification) = d.verification.take() else {
             return Ok(());

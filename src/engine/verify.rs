@@ -56,10 +56,16 @@ impl Engine<'_> {
         })
     }
 
-    /// Journals what a finished check showed.
-    pub(super) fn verified(&mut self, command: String, checked: Checked) -> Result<Evidence, EngineError> {
+    /// Journals the check `verification` made, once it is done; `None` if it
+    /// was cancelled.
+    pub(super) fn take_check(
+        &mut self,
+        verification: Verification,
+        checked: Option<Checked>,
+    ) -> Result<Option<Evidence>, EngineError> {
+        let Some(checked) = checked else { return Ok(None) };
         let evidence = Evidence {
-            command,
+            command: verification.command.clone(),
             exit_code: checked.exit_code,
             output_tail: checked.output,
             at: self.clock.now(),
@@ -68,19 +74,7 @@ impl Engine<'_> {
         self.record(vec![Event::BaseCaseChecked {
             evidence: evidence.clone(),
         }])?;
-        Ok(evidence)
-    }
-
-    /// Journals the check `verification` made, once it is done.
-    pub(super) fn take_check(
-        &mut self,
-        verification: Verification,
-        checked: Option<Checked>,
-    ) -> Result<Option<Evidence>, EngineError> {
-        match checked {
-            Some(checked) => self.verified(verification.command.clone(), checked).map(Some),
-            None => Ok(None),
-        }
+        Ok(Some(evidence))
     }
 
     /// Checks the base case and journals the evidence; `None` if there is no
