@@ -213,7 +213,11 @@ impl WorkGraph {
                 TrailEntry::Backtrack { group, to, .. } => (group, to),
                 _ => continue,
             };
-            if let (Some(&g), Some(&a)) = (index.get(group), index.get(alt)) {
+            // Only a pair that is an alternative now counts: a trail may name
+            // one an edit since removed from the `or` list.
+            if let (Some(&g), Some(&a)) = (index.get(group), index.get(alt))
+                && owner[a.index()] == Some(g)
+            {
                 tried.insert((g, a));
             }
         }
@@ -239,6 +243,7 @@ impl WorkGraph {
         // A currently chosen alternative counts as tried even without a trail entry.
         for g in this.nodes() {
             if let Some(c) = this.chosen[g.index()]
+                && this.owner[c.index()] == Some(g)
                 && this.tried.insert((g, c))
             {
                 this.inherited.insert((g, c));
@@ -387,7 +392,9 @@ impl WorkGraph {
 
     fn set_chosen(&mut self, group: NodeIndex, choice: Option<NodeIndex>) {
         let old = self.chosen[group.index()];
-        if let Some(new) = choice {
+        if let Some(new) = choice
+            && self.owner[new.index()] == Some(group)
+        {
             // Chosen now, and on the trail: tried for good.
             self.tried.insert((group, new));
             self.inherited.remove(&(group, new));

@@ -407,3 +407,35 @@ fn a_graph_built_from_a_saved_state_continues_where_it_was() {
         "tried alternatives come back from the trail"
     );
 }
+
+/// Found by the fuzzer: a trail naming an alternative that an edit has since
+/// taken out of the `or` list counted as tried, and the variant underflowed.
+#[test]
+fn a_trail_naming_a_removed_alternative_does_not_count_it() {
+    let text = r#"version: 1
+objective:
+  goal: g
+  base_case: { command: "true" }
+graph:
+  atoms:
+    patch: { or: [flaky, second], chosen: second }
+    first: { run: "true", status: pruned, attempts: 1 }
+    flaky: { run: "false", status: failed, attempts: 1 }
+    second: { run: "true" }
+trail:
+  - { type: or_choice, at: "2026-01-01T00:00:00Z", group: patch, chosen: first, remaining: [second], reason: r }
+  - { type: backtrack, at: "2026-01-01T00:00:01Z", group: patch, from: first, to: flaky, reset: [] }
+  - { type: backtrack, at: "2026-01-01T00:00:02Z", group: patch, from: flaky, to: second, reset: [] }
+"#;
+    let state = match document::parse("t", text, Format::Yaml) {
+        Ok(state) => state,
+        Err(d) => panic!("{}", d.render(false)),
+    };
+    let graph = WorkGraph::new(&state);
+    assert_eq!(
+        graph.variant().untried,
+        0,
+        "flaky and second tried; first is no alternative"
+    );
+    assert!(graph.untried("patch").is_empty());
+}
