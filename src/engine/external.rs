@@ -4,6 +4,7 @@
 //! redirect would make them; one that cannot be applied is saved aside.
 
 use super::{Engine, EngineError};
+use crate::journal::event::Event;
 use crate::store::DiskEdit;
 use crate::store::watch::{Changed, Watch};
 
@@ -88,6 +89,10 @@ impl Engine<'_> {
             "{refused}the edit was not applied; it is saved as {} and the file holds the last good state",
             aside.display()
         ));
+        self.record(vec![Event::EditRejected {
+            why: refused.trim_end_matches("; ").trim_end().to_string(),
+            kept: aside.display().to_string(),
+        }])?;
         Ok(Some(hash))
     }
 }

@@ -198,6 +198,14 @@ pub enum Event {
     },
     /// A run paused after one iteration (`aot step`).
     RunPaused {},
+    /// A hand edit made while a loop ran was refused; the file went back to the
+    /// last good state and the edited text was saved aside (no state change).
+    EditRejected {
+        /// Why, as the user was told.
+        why: String,
+        /// Where the edited text was saved.
+        kept: String,
+    },
     /// A run ended.
     RunStopped {
         /// How and why.
@@ -232,6 +240,7 @@ impl Event {
             Event::CorrectionRecorded { .. } => "correction_recorded",
             Event::BaseCaseChecked { .. } => "base_case_checked",
             Event::RunPaused {} => "run_paused",
+            Event::EditRejected { .. } => "edit_rejected",
             Event::RunStopped { .. } => "run_stopped",
         }
     }

@@ -168,7 +168,7 @@ pub fn effects(record: &Record) -> Vec<Effect<'_>> {
         Event::AtomsReset { atoms } => atoms.iter().map(E::Reset).collect(),
         Event::AtomsRefined { atoms } => atoms.iter().map(E::Refill).collect(),
         Event::GgsDecided { decision } => vec![E::Decided(decision)],
-        Event::Calibrated { .. } => Vec::new(),
+        Event::Calibrated { .. } | Event::EditRejected { .. } => Vec::new(),
         Event::AtomBlocked { atom, reason } => vec![
             E::Status(atom, AtomStatus::Blocked),
             // Environmental by definition: a failed run whose probe failed too.

@@ -24,6 +24,7 @@
 //!   number: the records up to it were folded into it and dropped.
 //! - **4**: `attempt_cancelled` may say `why` (the correction that made the
 //!   attempt stale); older records read with none.
+//! - **5**: `edit_rejected` records a hand edit a running loop refused.
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
@@ -37,7 +38,7 @@ use crate::model::{AtomId, Criterion, FailureClass};
 use crate::state::{Atom, Binding, Control, Correction, Evidence, Objective, StateFile, StopRecord, Workers};
 
 /// The version this build writes; it reads this one and every older one.
-pub const WIRE_VERSION: u32 = 4;
+pub const WIRE_VERSION: u32 = 5;
 
 /// One journal line.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -150,6 +151,10 @@ pub enum WireEvent {
         evidence: Evidence,
     },
     RunPaused {},
+    EditRejected {
+        why: String,
+        kept: String,
+    },
     RunStopped {
         stop: StopRecord,
     },
@@ -520,6 +525,7 @@ impl From<Event> for WireEvent {
             Event::CorrectionRecorded { correction } => W::CorrectionRecorded { correction },
             Event::BaseCaseChecked { evidence } => W::BaseCaseChecked { evidence },
             Event::RunPaused {} => W::RunPaused {},
+            Event::EditRejected { why, kept } => W::EditRejected { why, kept },
             Event::RunStopped { stop } => W::RunStopped { stop },
         }
     }
@@ -601,6 +607,7 @@ fn event_from(event: WireEvent, v: u32) -> Event {
         W::CorrectionRecorded { correction } => Event::CorrectionRecorded { correction },
         W::BaseCaseChecked { evidence } => Event::BaseCaseChecked { evidence },
         W::RunPaused {} => Event::RunPaused {},
+        W::EditRejected { why, kept } => Event::EditRejected { why, kept },
         W::RunStopped { stop } => Event::RunStopped { stop },
     }
 }

@@ -9,6 +9,7 @@
 //! fields are merged (and journaled), anything else is refused and the engine's
 //! document is saved aside.
 
+pub mod observe;
 pub mod watch;
 
 use std::fs::{File, OpenOptions, TryLockError};

@@ -136,9 +136,11 @@ fn replay_check_reports_a_journal_ahead_of_the_file() {
     assert!(run.stdout.contains("1 later event(s)"), "{}", run.stdout);
     let status = env.aot(&["--state", "single.yaml", "status"]);
     assert!(
-        status.stderr.contains("journal has 1 event(s) not yet in single.yaml"),
+        status
+            .stdout
+            .contains("the journal holds 1 journal record the file lacks"),
         "{}",
-        status.stderr
+        status.stdout
     );
 }
 

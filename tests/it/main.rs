@@ -16,6 +16,7 @@ mod memory;
 mod roundtrip;
 mod run;
 mod schema;
+mod status;
 mod steer;
 mod store;
 mod validate;
