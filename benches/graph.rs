@@ -113,6 +113,7 @@ fn drive(mut state: StateFile, doomed: &std::collections::HashSet<AtomId>) -> (u
                 class: FailureClass::Logical,
                 criterion: "run".parse().unwrap(),
                 message: "exit 1".into(),
+                ended: Default::default(),
             };
             apply(&mut state, &mut graph, vec![failed]);
             match graph.recover(&atom, FailureClass::Logical, &FileOrder, &state.bindings) {

@@ -76,6 +76,7 @@ fn main() {
                 class: FailureClass::Logical,
                 criterion: "run".parse().expect("criterion"),
                 message: "exit 1: 3 tests failed".into(),
+                ended: Default::default(),
             },
             Event::GgsDecided {
                 decision: Box::new(decision),

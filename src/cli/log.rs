@@ -6,7 +6,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use aot::journal::event::{Event, Record};
-use aot::model::text::first_line;
+use aot::model::text::{first_line, headline};
 use aot::{journal, store};
 
 use super::{CliError, Context, EXIT_OK, warn};
@@ -35,16 +35,18 @@ pub fn describe(record: &Record, verbose: bool) -> Option<String> {
             class,
             criterion,
             message,
+            ..
         } => format!(
             "  ✗ {atom} attempt {attempt}: {criterion} failed ({class:?}): {}; retrying",
-            first_line(message)
+            headline(message)
         ),
         Event::AtomFailed {
             atom,
             class,
             criterion,
             message,
-        } => format!("  ✗ {atom} failed: {criterion} ({class:?}): {}", first_line(message)),
+            ..
+        } => format!("  ✗ {atom} failed: {criterion} ({class:?}): {}", headline(message)),
         Event::OrChosen {
             group, chosen, reason, ..
         } => format!("  ◇ {group} → {chosen} ({reason})"),

@@ -87,6 +87,8 @@ pub enum Worked {
         class: FailureClass,
         /// What was wrong, from the work's output.
         message: String,
+        /// Exit code or signal, and what the work said it did.
+        ended: crate::model::Ended,
         /// Independent evidence that the environment is down (a failed
         /// probe): the atom is blocked instead of retried.
         blocked: Option<String>,
@@ -115,6 +117,8 @@ pub enum Judgement {
         class: FailureClass,
         /// Why, from the evidence.
         message: String,
+        /// The check's exit code or signal.
+        ended: crate::model::Ended,
     },
     /// This validator cannot judge this kind of criterion (e.g. a plausible
     /// criterion without an LLM validator): it does not count either way.

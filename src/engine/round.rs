@@ -14,9 +14,9 @@ use super::verify::{Verification, next_check};
 use super::{Engine, EngineError};
 use crate::journal::Reflection;
 use crate::journal::event::Event;
-use crate::model::Criterion;
 use crate::model::secret::redact;
 use crate::model::text::{MESSAGE_MAX, SUMMARY_MAX, cut, tail};
+use crate::model::{Criterion, Ended};
 use crate::state::template;
 use crate::state::{Atom, AtomId, AtomStatus, Binding, Evidence, FailureClass, VerifyPolicy};
 use crate::steer::Steer;
@@ -26,7 +26,8 @@ use crate::steer::Steer;
 /// size limit. Failure messages and base-case evidence keep the worker's 4 KB.
 pub const BINDING_TAIL: usize = 1024;
 
-/// One attempt's context, handed to the worker as `AOT_CORRECTION`.
+/// One attempt's context, handed to the worker as `AOT_CORRECTION` (and to an
+/// agent in its prompt): what failed last time, told so it can be acted on.
 #[derive(Debug, Clone, Serialize)]
 pub struct CorrectionSignal {
     /// The atom.
@@ -35,12 +36,45 @@ pub struct CorrectionSignal {
     pub attempt: u32,
     /// The criterion that failed last time.
     pub failed_criterion: Criterion,
+    /// That criterion's text: the command that failed (the atom's `run`, a
+    /// `check`), or the agent's task.
+    pub command: String,
+    /// Its exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// The signal that killed it, when one did.
+    pub signal: Option<i32>,
     /// Logical or environmental.
     pub class: FailureClass,
-    /// What was wrong, from the tool's output.
+    /// How it ended, then the evidence from its output: the lines that carry
+    /// the error with their context, the first lines and the last ones.
     pub message: String,
+    /// What the worker said it did last time (its `summary:` line).
+    pub previous_summary: Option<String>,
+    /// The working tree: `kept` — aot does not undo files between attempts,
+    /// so the previous attempt's edits are still there.
+    pub working_tree: &'static str,
     /// Every earlier failed attempt, oldest first.
     pub history: Vec<Reflection>,
+}
+
+impl CorrectionSignal {
+    /// The correction for the next attempt of `atom` after `corrections` (oldest first).
+    pub fn after(atom_id: &str, atom: &Atom, attempt: u32, corrections: &[Reflection]) -> Option<Self> {
+        let last = corrections.last()?;
+        Some(CorrectionSignal {
+            atom: atom_id.into(),
+            attempt,
+            failed_criterion: last.criterion.clone(),
+            command: atom.criterion_text(&last.criterion),
+            exit_code: last.ended.exit_code,
+            signal: last.ended.signal,
+            class: last.class,
+            message: last.message.clone(),
+            previous_summary: last.ended.summary.clone(),
+            working_tree: "kept",
+            history: corrections.to_vec(),
+        })
+    }
 }
 
 /// How an atom that finished in a round ended (the fan-in gate's input).
@@ -80,6 +114,8 @@ pub(super) enum Attempted {
         class: FailureClass,
         criterion: Criterion,
         message: String,
+        /// Exit code or signal, and the worker's summary.
+        ended: Ended,
         /// The probe's evidence that the environment is down.
         blocked: Option<String>,
     },
@@ -133,6 +169,7 @@ impl Dispatch {
                     class: FailureClass::Environmental,
                     criterion: Criterion::Run,
                     message: format!("the worker task ended abnormally: {error}"),
+                    ended: Ended::default(),
                     blocked: None,
                 };
                 (atom, failed)
@@ -156,16 +193,36 @@ async fn attempt(roles: Roles, assignment: Assignment, cancel: CancellationToken
         Worked::Failed {
             class,
             message,
+            ended,
             blocked,
         } => Attempted::Failed {
             class,
             criterion: Criterion::Run,
             message,
+            ended,
             blocked,
         },
-        Worked::Done { summary, output } => judge(&roles, &assignment, &cancel)
-            .await
-            .unwrap_or(Attempted::Solved { summary, output }),
+        Worked::Done { summary, output } => match judge(&roles, &assignment, &cancel).await {
+            None => Attempted::Solved { summary, output },
+            // A check failed: what the work said it did is part of the lesson.
+            Some(Attempted::Failed {
+                class,
+                criterion,
+                message,
+                mut ended,
+                blocked,
+            }) => {
+                ended.summary = Some(summary).filter(|s| !s.trim().is_empty());
+                Attempted::Failed {
+                    class,
+                    criterion,
+                    message,
+                    ended,
+                    blocked,
+                }
+            }
+            Some(other) => other,
+        },
     };
     (assignment.atom, attempted)
 }
@@ -179,11 +236,12 @@ async fn judge(roles: &Roles, assignment: &Assignment, cancel: &CancellationToke
         match roles.validator.judge(&criterion, assignment, cancel).await {
             Judgement::Passed | Judgement::NotJudged => {}
             Judgement::Cancelled => return Some(Attempted::Cancelled),
-            Judgement::Failed { class, message } => {
+            Judgement::Failed { class, message, ended } => {
                 return Some(Attempted::Failed {
                     class,
                     criterion,
                     message,
+                    ended,
                     blocked: None,
                 });
             }
@@ -395,11 +453,15 @@ impl Engine<'_> {
                 class,
                 criterion,
                 message,
+                mut ended,
                 blocked: None,
             } => {
                 let retry = attempt < max_attempts;
                 let message = cut(&redact(&message, &self.options.secrets), MESSAGE_MAX);
-                self.failed(d, atom, attempt, retry, (class, criterion, message))?;
+                ended.summary = ended
+                    .summary
+                    .map(|s| cut(&redact(&s, &self.options.secrets), SUMMARY_MAX));
+                self.failed(d, atom, attempt, retry, (class, criterion, message, ended))?;
             }
         }
         Ok(())
@@ -413,7 +475,7 @@ impl Engine<'_> {
         atom: AtomId,
         attempt: u32,
         retry: bool,
-        (class, criterion, message): (FailureClass, Criterion, String),
+        (class, criterion, message, ended): (FailureClass, Criterion, String, Ended),
     ) -> Result<(), EngineError> {
         if retry {
             self.record(vec![Event::AttemptFailed {
@@ -422,6 +484,7 @@ impl Engine<'_> {
                 class,
                 criterion,
                 message,
+                ended,
             }])?;
             return Ok(());
         }
@@ -430,6 +493,7 @@ impl Engine<'_> {
             class,
             criterion: criterion.clone(),
             message,
+            ended,
         }])?;
         // A losing racer is not a failure of the graph: its OR atom fails
         // only when no alternative is left.
@@ -496,6 +560,7 @@ impl Engine<'_> {
                     class: FailureClass::Logical,
                     criterion: Criterion::Or,
                     message,
+                    ended: Ended::default(),
                 }])?;
                 d.fail(group, FailureClass::Logical, Criterion::Or);
                 return Ok(());
@@ -536,21 +601,14 @@ impl Engine<'_> {
     /// dependencies' bindings, `AOT_ATOM`, `AOT_ATTEMPT`, `AOT_STATE`, and on
     /// a retry `AOT_CORRECTION` (the last failure and the ones before it).
     fn attempt_env(&self, atom_id: &str, attempt: u32, corrections: &[Reflection]) -> Vec<(String, String)> {
-        let own = self.state.graph.atoms.get(atom_id).map(|a| &a.env);
+        let atom = self.state.graph.atoms.get(atom_id);
+        let own = atom.map(|a| &a.env);
         let mut env: Vec<(String, String)> = own.into_iter().flatten().map(|(k, v)| (k.clone(), v.clone())).collect();
         env.extend(template::binding_env(&self.state, atom_id));
         env.push(("AOT_ATOM".into(), atom_id.to_string()));
         env.push(("AOT_ATTEMPT".into(), attempt.to_string()));
         env.push(("AOT_STATE".into(), self.store.paths().state.display().to_string()));
-        if let Some(last) = corrections.last() {
-            let signal = CorrectionSignal {
-                atom: atom_id.into(),
-                attempt,
-                failed_criterion: last.criterion.clone(),
-                class: last.class,
-                message: last.message.clone(),
-                history: corrections.to_vec(),
-            };
+        if let Some(signal) = atom.and_then(|atom| CorrectionSignal::after(atom_id, atom, attempt, corrections)) {
             env.push((
                 "AOT_CORRECTION".into(),
                 serde_json::to_string(&signal).unwrap_or_default(),

@@ -760,6 +760,7 @@ impl WorkGraph {
                             class,
                             criterion: crate::model::Criterion::Or,
                             message,
+                            ended: Default::default(),
                         });
                     }
                 }

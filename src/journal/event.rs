@@ -101,6 +101,8 @@ pub enum Event {
         criterion: crate::model::Criterion,
         /// What went wrong.
         message: String,
+        /// Exit code or signal, and the worker's summary.
+        ended: crate::model::Ended,
     },
     /// An attempt was interrupted (stop, redirect, a lost speculative race): the
     /// atom goes back to pending and the interrupted attempt does not count.
@@ -121,6 +123,8 @@ pub enum Event {
         criterion: crate::model::Criterion,
         /// What went wrong.
         message: String,
+        /// Exit code or signal, and the worker's summary.
+        ended: crate::model::Ended,
     },
     /// Atoms went back to pending with no attempts and no binding (cancelled
     /// work, an override's dependents, a reset sub-graph).

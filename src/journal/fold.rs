@@ -13,6 +13,13 @@ use indexmap::IndexMap;
 use serde::Serialize;
 
 use super::event::{Event, Record};
+
+/// A failure that says nothing beyond its message (a blocked atom's probe).
+static NOT_TOLD: crate::model::Ended = crate::model::Ended {
+    exit_code: None,
+    signal: None,
+    summary: None,
+};
 use crate::ggs::{Decision, GgsState};
 use crate::model::time::Timestamp;
 use crate::model::{AtomId, Binding, Criterion, FailureClass};
@@ -68,6 +75,8 @@ pub enum Effect<'e> {
         class: FailureClass,
         /// What went wrong.
         message: &'e str,
+        /// Exit code or signal, and the worker's summary.
+        ended: &'e crate::model::Ended,
     },
     /// A trail entry.
     Trail(TrailEntry),
@@ -105,6 +114,7 @@ pub fn effects(record: &Record) -> Vec<Effect<'_>> {
                 criterion: &r.criterion,
                 class: r.class,
                 message: &r.message,
+                ended: &r.ended,
             }))
             .collect(),
         Event::UserEdited {
@@ -131,6 +141,7 @@ pub fn effects(record: &Record) -> Vec<Effect<'_>> {
             class,
             criterion,
             message,
+            ended,
         } => vec![
             E::Attempts(atom, *attempt),
             E::Status(atom, AtomStatus::Pending),
@@ -140,6 +151,7 @@ pub fn effects(record: &Record) -> Vec<Effect<'_>> {
                 criterion,
                 class: *class,
                 message,
+                ended,
             },
         ],
         Event::AttemptCancelled { atom, .. } => vec![E::AttemptUndone(atom), E::Status(atom, AtomStatus::Pending)],
@@ -148,6 +160,7 @@ pub fn effects(record: &Record) -> Vec<Effect<'_>> {
             class,
             criterion,
             message,
+            ended,
         } => vec![
             E::Status(atom, AtomStatus::Failed),
             E::Failed {
@@ -156,6 +169,7 @@ pub fn effects(record: &Record) -> Vec<Effect<'_>> {
                 criterion,
                 class: *class,
                 message,
+                ended,
             },
             E::Trail(TrailEntry::Failure {
                 at,
@@ -178,6 +192,7 @@ pub fn effects(record: &Record) -> Vec<Effect<'_>> {
                 criterion: &Criterion::Run,
                 class: FailureClass::Environmental,
                 message: reason,
+                ended: &NOT_TOLD,
             },
         ],
         Event::AtomsPruned { atoms } => atoms.iter().map(|a| E::Status(a, AtomStatus::Pruned)).collect(),
@@ -419,6 +434,8 @@ pub struct Reflection {
     pub class: FailureClass,
     /// What went wrong.
     pub message: String,
+    /// Exit code or signal, and the worker's summary.
+    pub ended: crate::model::Ended,
 }
 
 /// The correction history: the failed attempts of the atoms still being
@@ -475,6 +492,7 @@ impl Fold for History {
                 criterion,
                 class,
                 message,
+                ended,
             } => {
                 // An OR atom fails without an attempt of its own: nothing to teach.
                 let last = || {
@@ -497,6 +515,7 @@ impl Fold for History {
                     criterion: (*criterion).clone(),
                     class: *class,
                     message: message.to_string(),
+                    ended: (*ended).clone(),
                 });
             }
             Effect::Reset(id) => {

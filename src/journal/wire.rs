@@ -24,7 +24,9 @@
 //!   number: the records up to it were folded into it and dropped.
 //! - **4**: `attempt_cancelled` may say `why` (the correction that made the
 //!   attempt stale); older records read with none.
-//! - **5**: `edit_rejected` records a hand edit a running loop refused.
+//! - **5**: `edit_rejected` records a hand edit a running loop refused; a
+//!   failure (`attempt_failed`, `atom_failed`, a compaction's `failures`) may
+//!   say its `exit_code` or `signal` and the worker's `summary`.
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
@@ -34,7 +36,7 @@ use super::fold::Reflection;
 use crate::ggs::{Decision, FailureMix, Gradient, Loss, MacroState};
 use crate::memory::{Action, Calibration, Recalled, Row};
 use crate::model::time::Timestamp;
-use crate::model::{AtomId, Criterion, FailureClass};
+use crate::model::{AtomId, Criterion, Ended, FailureClass};
 use crate::state::{Atom, Binding, Control, Correction, Evidence, Objective, StateFile, StopRecord, Workers};
 
 /// The version this build writes; it reads this one and every older one.
@@ -97,6 +99,12 @@ pub enum WireEvent {
         class: FailureClass,
         criterion: Criterion,
         message: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summary: Option<String>,
     },
     AttemptCancelled {
         atom: AtomId,
@@ -108,6 +116,12 @@ pub enum WireEvent {
         class: FailureClass,
         criterion: Criterion,
         message: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summary: Option<String>,
     },
     AtomsReset {
         atoms: Vec<AtomId>,
@@ -397,6 +411,12 @@ pub struct WireFailure {
     pub criterion: Criterion,
     pub class: FailureClass,
     pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
 }
 
 impl From<(AtomId, Reflection)> for WireFailure {
@@ -407,6 +427,9 @@ impl From<(AtomId, Reflection)> for WireFailure {
             criterion: r.criterion,
             class: r.class,
             message: r.message,
+            exit_code: r.ended.exit_code,
+            signal: r.ended.signal,
+            summary: r.ended.summary,
         }
     }
 }
@@ -420,6 +443,11 @@ impl From<WireFailure> for (AtomId, Reflection) {
                 criterion: f.criterion,
                 class: f.class,
                 message: f.message,
+                ended: Ended {
+                    exit_code: f.exit_code,
+                    signal: f.signal,
+                    summary: f.summary,
+                },
             },
         )
     }
@@ -480,12 +508,16 @@ impl From<Event> for WireEvent {
                 class,
                 criterion,
                 message,
+                ended,
             } => W::AttemptFailed {
                 atom,
                 attempt,
                 class,
                 criterion,
                 message,
+                exit_code: ended.exit_code,
+                signal: ended.signal,
+                summary: ended.summary,
             },
             Event::AttemptCancelled { atom, why } => W::AttemptCancelled { atom, why },
             Event::AtomFailed {
@@ -493,11 +525,15 @@ impl From<Event> for WireEvent {
                 class,
                 criterion,
                 message,
+                ended,
             } => W::AtomFailed {
                 atom,
                 class,
                 criterion,
                 message,
+                exit_code: ended.exit_code,
+                signal: ended.signal,
+                summary: ended.summary,
             },
             Event::AtomsReset { atoms } => W::AtomsReset { atoms },
             Event::AtomsRefined { atoms } => W::AtomsRefined { atoms },
@@ -562,12 +598,20 @@ fn event_from(event: WireEvent, v: u32) -> Event {
             class,
             criterion,
             message,
+            exit_code,
+            signal,
+            summary,
         } => Event::AttemptFailed {
             atom,
             attempt,
             class,
             criterion,
             message,
+            ended: Ended {
+                exit_code,
+                signal,
+                summary,
+            },
         },
         W::AttemptCancelled { atom, why } => Event::AttemptCancelled { atom, why },
         W::AtomFailed {
@@ -575,11 +619,19 @@ fn event_from(event: WireEvent, v: u32) -> Event {
             class,
             criterion,
             message,
+            exit_code,
+            signal,
+            summary,
         } => Event::AtomFailed {
             atom,
             class,
             criterion,
             message,
+            ended: Ended {
+                exit_code,
+                signal,
+                summary,
+            },
         },
         W::AtomsReset { atoms } => Event::AtomsReset { atoms },
         W::AtomsRefined { atoms } => Event::AtomsRefined { atoms },

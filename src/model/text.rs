@@ -5,6 +5,25 @@ pub fn first_line(text: &str) -> &str {
     text.lines().find(|l| !l.trim().is_empty()).unwrap_or("")
 }
 
+/// One line for a failure message made by [`with_evidence`]: how the command
+/// ended and the first line of its evidence that carries an error (else the
+/// evidence's last line).
+pub fn headline(message: &str) -> String {
+    let mut lines = message.lines().filter(|l| !l.trim().is_empty());
+    let first = lines.next().unwrap_or("");
+    let rest: Vec<&str> = lines.collect();
+    if rest.is_empty() {
+        return first.to_string();
+    }
+    let key = rest
+        .iter()
+        .find(|l| carries_error(l))
+        .or(rest.last())
+        .copied()
+        .unwrap_or("");
+    format!("{} {}", first.trim_end(), key.trim())
+}
+
 /// The last `n` non-empty lines of `output`, joined by line breaks.
 pub fn last_lines(output: &str, n: usize) -> String {
     let lines: Vec<&str> = output.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -49,16 +68,123 @@ pub fn tail(text: &str, max: usize) -> String {
     }
 }
 
-/// `what`, followed by the last lines of `output` when there are any — at
-/// most 5 lines and [`MESSAGE_TAIL`] bytes, since the message travels into
-/// the journal, the trail and the next attempt's environment.
-pub fn with_output(what: String, output: &str) -> String {
-    let tail = tail(&last_lines(output, 5), MESSAGE_TAIL);
-    if tail.is_empty() {
+/// Whether a line of a tool's output carries an error: it names an error, a
+/// failure, a panic, a traceback, an exception or an assertion. Counts of
+/// nothing (`0 failed`, `0 errors`) do not.
+pub fn carries_error(line: &str) -> bool {
+    const WORDS: [&str; 9] = [
+        "error",
+        "fail",
+        "panic",
+        "traceback",
+        "exception",
+        "assert",
+        "fatal",
+        "abort",
+        "not found",
+    ];
+    let lower = line.to_ascii_lowercase();
+    WORDS.iter().any(|word| {
+        lower.match_indices(word).any(|(at, _)| {
+            let before = lower[..at].trim_end();
+            // "0 failed", "0 errors", "failed: 0" are counts of nothing.
+            let after = lower[at + word.len()..].trim_start_matches(|c: char| c.is_ascii_alphabetic());
+            let zero = |rest: &str| rest.starts_with('0') && !rest[1..].starts_with(|c: char| c.is_ascii_digit());
+            !(before.ends_with(" 0") || before == "0" || after.strip_prefix(": ").is_some_and(zero))
+        })
+    })
+}
+
+/// The most a failure message quotes of a tool's output, in bytes.
+pub const EVIDENCE_MAX: usize = 3_584;
+
+/// `what` (how the command ended), followed by the evidence in `output`:
+/// the lines that carry the error with their context, the first lines and the
+/// last ones, in output order with `…` where lines were left out — at most
+/// [`EVIDENCE_MAX`] bytes, since the message travels into the journal, the
+/// trail and the next attempt's correction.
+pub fn with_evidence(what: String, output: &str) -> String {
+    let evidence = evidence(output, EVIDENCE_MAX);
+    if evidence.is_empty() {
         what
+    } else if evidence.contains('\n') {
+        format!("{what}:\n{evidence}")
     } else {
-        format!("{what}: {tail}")
+        format!("{what}: {evidence}")
     }
+}
+
+/// The lines of `output` worth showing someone who must fix what failed,
+/// within `budget` bytes. Chosen greedily in this order, each group taken only
+/// if it fits: the last 5 lines (where most tools summarise), every line that
+/// [`carries_error`] with 2 lines before it and 3 after (a Python traceback
+/// through its exception line), the first 3 lines, then up to 10 more lines
+/// of the tail.
+pub fn evidence(output: &str, budget: usize) -> String {
+    let lines: Vec<&str> = output.lines().collect();
+    let filled: Vec<usize> = (0..lines.len()).filter(|&i| !lines[i].trim().is_empty()).collect();
+    if filled.is_empty() {
+        return String::new();
+    }
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let tail_from = |n: usize| filled[filled.len().saturating_sub(n)..].to_vec();
+    groups.push(tail_from(5));
+    let mut i = 0;
+    while i < lines.len() {
+        if !carries_error(lines[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i.saturating_sub(2);
+        let mut end = (i + 3).min(lines.len() - 1);
+        if lines[i].contains("Traceback") {
+            // The frames are indented; the exception line that ends it is not.
+            let mut j = i + 1;
+            while j < lines.len() && j < i + 40 {
+                let line = lines[j];
+                if !line.trim().is_empty() && !line.starts_with([' ', '\t']) {
+                    break;
+                }
+                j += 1;
+            }
+            end = end.max(j.min(lines.len() - 1));
+        }
+        groups.push((start..=end).filter(|&k| !lines[k].trim().is_empty()).collect());
+        i = end + 1;
+    }
+    groups.push(filled.iter().copied().take(3).collect());
+    groups.push(tail_from(15));
+
+    let mut chosen = std::collections::BTreeSet::new();
+    let mut used = 0;
+    for group in groups {
+        let new: Vec<usize> = group.into_iter().filter(|k| !chosen.contains(k)).collect();
+        // Each line costs its bytes and a line break; a gap costs a `…` line.
+        let cost: usize = new.iter().map(|&k| lines[k].len() + 1).sum::<usize>() + 4;
+        if used + cost <= budget {
+            used += cost;
+            chosen.extend(new);
+        } else if chosen.is_empty() {
+            // Not even the tail fits: its last bytes will.
+            return tail(&new.iter().map(|&k| lines[k]).collect::<Vec<_>>().join("\n"), budget);
+        }
+    }
+    let mut out = String::new();
+    let mut previous: Option<usize> = None;
+    for &k in &chosen {
+        let gap = match previous {
+            None => k > filled[0],
+            Some(p) => filled.iter().any(|&f| f > p && f < k),
+        };
+        if gap {
+            out.push_str("…\n");
+        }
+        out.push_str(lines[k]);
+        out.push('\n');
+        previous = Some(k);
+    }
+    out.truncate(out.trim_end().len());
+    out
 }
 
 #[cfg(test)]
@@ -84,12 +210,93 @@ mod tests {
     fn lines_skip_blanks() {
         assert_eq!(first_line("\n  \nfirst\nsecond"), "first");
         assert_eq!(last_lines("a\n\nb\nc\n\n", 2), "b\nc");
-        assert_eq!(with_output("exit 1".into(), "\n"), "exit 1");
-        assert_eq!(with_output("exit 1".into(), "boom\n"), "exit 1: boom");
-        let long = "x".repeat(10 * MESSAGE_TAIL);
+        assert_eq!(with_evidence("exit 1".into(), "\n"), "exit 1");
+        assert_eq!(with_evidence("exit 1".into(), "boom\n"), "exit 1: boom");
+        let long = "x".repeat(10 * EVIDENCE_MAX);
         assert_eq!(
-            with_output("exit 1".into(), &long).len(),
-            "exit 1: ".len() + MESSAGE_TAIL
+            with_evidence("exit 1".into(), &long).len(),
+            "exit 1: ".len() + EVIDENCE_MAX
         );
+    }
+
+    #[test]
+    fn errors_are_told_from_counts_of_nothing() {
+        for line in [
+            "error[E0308]: mismatched types",
+            "FAILED tests/test_slug.py::test_unicode - AssertionError",
+            "thread 'main' panicked at src/lib.rs:3:5",
+            "Traceback (most recent call last):",
+            "bash: cargo: command not found",
+            "test result: FAILED. 3 passed; 1 failed",
+        ] {
+            assert!(carries_error(line), "{line}");
+        }
+        for line in [
+            "test result: ok. 5 passed; 0 failed; 0 ignored",
+            "collected 12 items",
+            "errors: 0",
+        ] {
+            assert!(!carries_error(line), "{line}");
+        }
+    }
+
+    #[test]
+    fn evidence_keeps_a_traceback_whole_far_from_the_end() {
+        let mut output = String::from("============ test session starts ============\nplatform linux\n");
+        output.push_str("Traceback (most recent call last):\n  File \"slug.py\", line 40, in slugify\n    text = unidecode(text)\n  File \"slug.py\", line 12, in unidecode\n    return table[c]\nKeyError: 'é'\n");
+        for i in 0..400 {
+            output.push_str(&format!("log line {i} of a chatty tool\n"));
+        }
+        output.push_str("1 failed, 11 passed in 0.31s\n");
+        let evidence = evidence(&output, EVIDENCE_MAX);
+        assert!(evidence.len() <= EVIDENCE_MAX, "{}", evidence.len());
+        for needle in [
+            "Traceback",
+            "line 12, in unidecode",
+            "KeyError: 'é'",
+            "1 failed, 11 passed",
+            "test session starts",
+        ] {
+            assert!(evidence.contains(needle), "`{needle}` in:\n{evidence}");
+        }
+        assert!(evidence.contains("…"), "gaps are marked:\n{evidence}");
+        assert!(!evidence.contains("log line 200"), "{evidence}");
+    }
+
+    #[test]
+    fn evidence_finds_the_failing_test_above_cargos_summary() {
+        let mut output = String::from("running 300 tests\n");
+        for i in 0..150 {
+            output.push_str(&format!("test tests::case_{i} ... ok\n"));
+        }
+        output.push_str("test tests::slug_keeps_unicode ... FAILED\n");
+        for i in 150..300 {
+            output.push_str(&format!("test tests::case_{i} ... ok\n"));
+        }
+        output.push_str("\nfailures:\n\n---- tests::slug_keeps_unicode stdout ----\nthread 'tests::slug_keeps_unicode' panicked at src/lib.rs:88:9:\nassertion `left == right` failed\n  left: \"caf\"\n right: \"cafe\"\n");
+        for i in 0..100 {
+            output.push_str(&format!("note: context line {i}\n"));
+        }
+        output.push_str(
+            "\nfailures:\n    tests::slug_keeps_unicode\n\ntest result: FAILED. 299 passed; 1 failed; 0 ignored\n",
+        );
+        let evidence = evidence(&output, EVIDENCE_MAX);
+        for needle in [
+            "test tests::slug_keeps_unicode ... FAILED",
+            "panicked at src/lib.rs:88:9",
+            "left: \"caf\"",
+            "test result: FAILED. 299 passed; 1 failed",
+        ] {
+            assert!(evidence.contains(needle), "`{needle}` in:\n{evidence}");
+        }
+        assert!(!evidence.contains("case_100 ... ok"), "{evidence}");
+    }
+
+    #[test]
+    fn evidence_within_any_budget() {
+        let output = "error: one\n".repeat(1000);
+        for budget in [0, 1, 10, 100, 1000] {
+            assert!(evidence(&output, budget).len() <= budget, "{budget}");
+        }
     }
 }

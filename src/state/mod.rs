@@ -409,6 +409,20 @@ impl Atom {
         self.status != other.status || self.attempts != other.attempts || self.chosen != other.chosen
     }
 
+    /// Returns a criterion's text as the user wrote it: the command of a
+    /// `check`, a plausible criterion, else the atom's `run` (or `agent:` task).
+    pub fn criterion_text(&self, criterion: &Criterion) -> String {
+        match criterion {
+            Criterion::Check { command, .. } => command.clone(),
+            Criterion::Plausible { text, .. } => text.clone(),
+            _ => self
+                .run
+                .clone()
+                .or_else(|| self.agent.as_ref().map(|task| format!("agent: {task}")))
+                .unwrap_or_default(),
+        }
+    }
+
     /// Returns the criteria the atom is judged by, in order: an OR atom's one
     /// criterion, else its action, its checks, and its plausible criteria.
     pub fn criteria(&self) -> Vec<Criterion> {

@@ -13,10 +13,15 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
-/// Bytes of output kept from the start and from the end (4 KB in all).
+/// Bytes of output kept from the start (4 KB in all with the next two).
 pub const KEEP_HEAD: usize = 1024;
+/// Bytes of output kept from the middle: lines that carry an error, with context.
+pub const KEEP_ERRORS: usize = 1024;
 /// Bytes of output kept from the end.
-pub const KEEP_TAIL: usize = 3072;
+pub const KEEP_TAIL: usize = 2048;
+
+/// Lines kept before and after an error line leaving the middle.
+const ERROR_CONTEXT: usize = 2;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -79,6 +84,18 @@ impl CommandResult {
         self.exit == Exit::Code(0)
     }
 
+    /// How it ended, for a failure's record (without a summary).
+    pub fn ended(&self) -> crate::model::Ended {
+        crate::model::Ended {
+            exit_code: self.code(),
+            signal: match self.exit {
+                Exit::Signal(signal) => Some(signal),
+                _ => None,
+            },
+            summary: None,
+        }
+    }
+
     /// Returns the exit code if it exited normally.
     pub fn code(&self) -> Option<i32> {
         match self.exit {
@@ -88,41 +105,85 @@ impl CommandResult {
     }
 }
 
-/// Keeps the first `KEEP_HEAD` and the last `KEEP_TAIL` bytes of a stream of lines.
+/// Keeps the first `KEEP_HEAD` and the last `KEEP_TAIL` bytes of a stream of
+/// lines, and from the middle the lines that carry an error (with
+/// [`ERROR_CONTEXT`] lines around each) up to `KEEP_ERRORS` bytes: a test
+/// runner's failing test or a traceback far above its summary survives.
 #[derive(Debug, Default)]
 struct Capture {
     head: String,
-    tail: std::collections::VecDeque<String>,
+    /// Kept lines of the middle, each with its position in the stream.
+    errors: Vec<(usize, String)>,
+    errors_len: usize,
+    /// The last lines that left the tail, for the context before an error.
+    before: std::collections::VecDeque<(usize, String)>,
+    /// Lines still to keep after an error line.
+    after: usize,
+    tail: std::collections::VecDeque<(usize, String)>,
     tail_len: usize,
-    dropped: usize,
+    lines: usize,
 }
 
 impl Capture {
     fn push(&mut self, line: &str) {
+        let n = self.lines;
+        self.lines += 1;
         if self.head.len() + line.len() < KEEP_HEAD && self.tail.is_empty() {
             self.head.push_str(line);
             return;
         }
-        self.tail.push_back(line.to_string());
+        self.tail.push_back((n, line.to_string()));
         self.tail_len += line.len();
         while self.tail_len > KEEP_TAIL && self.tail.len() > 1 {
             if let Some(old) = self.tail.pop_front() {
-                self.tail_len -= old.len();
-                self.dropped += old.len();
+                self.tail_len -= old.1.len();
+                self.leave_middle(old);
             }
+        }
+    }
+
+    /// A line leaves the tail: kept if it carries an error or is near one.
+    fn leave_middle(&mut self, line: (usize, String)) {
+        if crate::model::text::carries_error(&line.1) {
+            for before in std::mem::take(&mut self.before) {
+                self.keep_error_line(before);
+            }
+            self.keep_error_line(line);
+            self.after = ERROR_CONTEXT;
+        } else if self.after > 0 {
+            self.after -= 1;
+            self.keep_error_line(line);
+        } else {
+            self.before.push_back(line);
+            if self.before.len() > ERROR_CONTEXT {
+                self.before.pop_front();
+            }
+        }
+    }
+
+    fn keep_error_line(&mut self, (n, line): (usize, String)) {
+        if self.errors_len + line.len() <= KEEP_ERRORS {
+            self.errors_len += line.len();
+            self.errors.push((n, line));
         }
     }
 
     fn text(&self) -> String {
         let mut out = self.head.clone();
-        if self.dropped > 0 {
-            out.push_str(&format!("[… {} bytes omitted …]\n", self.dropped));
-        }
-        for line in &self.tail {
+        let mut next = self.head.matches('\n').count();
+        for (n, line) in self.errors.iter().chain(self.tail.iter()) {
+            if *n > next {
+                let gap = n - next;
+                out.push_str(&format!(
+                    "[… {gap} line{} omitted …]\n",
+                    if gap == 1 { "" } else { "s" }
+                ));
+            }
             out.push_str(line);
+            next = n + 1;
         }
         // A single huge line may still exceed the budget: keep its two ends.
-        if out.len() > KEEP_HEAD + KEEP_TAIL + 64 {
+        if out.len() > KEEP_HEAD + KEEP_ERRORS + KEEP_TAIL + 64 {
             let head_end = floor_char_boundary(&out, KEEP_HEAD);
             let tail_start = ceil_char_boundary(&out, out.len() - KEEP_TAIL);
             out = format!("{}\n[…]\n{}", &out[..head_end], &out[tail_start..]);
@@ -401,8 +462,27 @@ mod tests {
         assert!(r.output.len() <= 4200, "{}", r.output.len());
         assert!(r.output.starts_with("line 1\n"));
         assert!(r.output.ends_with("line 2000\n"));
-        assert!(r.output.contains("bytes omitted"));
+        assert!(r.output.contains("lines omitted"));
         assert_eq!(r.summary, "line 2000");
+    }
+
+    #[tokio::test]
+    async fn an_error_far_from_both_ends_is_kept_with_its_context() {
+        let never = CancellationToken::new();
+        let r = run(
+            &spec("for i in $(seq 1 3000); do echo line $i; [ $i = 1500 ] && echo 'thread main panicked at src/lib.rs:9'; done; exit 101"),
+            &never,
+        )
+        .await;
+        assert!(r.output.len() <= 4200, "{}", r.output.len());
+        for needle in [
+            "line 1\n",
+            "line 1499\nline 1500\nthread main panicked at src/lib.rs:9\nline 1501\n",
+            "line 3000\n",
+        ] {
+            assert!(r.output.contains(needle), "`{needle}` in:\n{}", r.output);
+        }
+        assert!(r.output.contains("lines omitted …]\nline 1499"), "{}", r.output);
     }
 
     #[tokio::test]

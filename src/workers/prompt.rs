@@ -5,6 +5,37 @@ use crate::engine::roles::Assignment;
 /// The prompt template for agent atoms.
 pub const AGENT_PROMPT: &str = include_str!("../../prompts/agent.md");
 
+/// One earlier attempt, as the agent reads it: which criterion failed, by its
+/// text; how it ended; what the agent said it did; the evidence.
+fn correction(atom: &crate::state::Atom, r: &crate::journal::Reflection) -> String {
+    let ended = match (r.ended.exit_code, r.ended.signal) {
+        (Some(code), _) => format!(", exit code {code}"),
+        (None, Some(signal)) => format!(", killed by signal {signal}"),
+        (None, None) => String::new(),
+    };
+    let class = match r.class {
+        crate::model::FailureClass::Logical => "logical: the approach or the result was wrong",
+        crate::model::FailureClass::Environmental => "environmental: the tools or the machine got in the way",
+    };
+    let what = match &r.criterion {
+        crate::model::Criterion::Run => format!(
+            "run `{}`",
+            crate::model::text::first_line(&atom.criterion_text(&r.criterion))
+        ),
+        other => other.to_string(),
+    };
+    let mut out = format!("- attempt {} failed {what}{ended} ({class})", r.attempt);
+    if let Some(summary) = &r.ended.summary {
+        out.push_str(&format!("\n  you said then: {summary}"));
+    }
+    out.push_str("\n  evidence:");
+    for line in r.message.lines() {
+        out.push_str("\n    ");
+        out.push_str(line);
+    }
+    out
+}
+
 /// Renders the prompt for an agent atom's attempt (`task`: its rendered `agent` text).
 pub fn agent_prompt(assignment: &Assignment, task: &str) -> String {
     let list = |items: Vec<String>| {
@@ -22,18 +53,19 @@ pub fn agent_prompt(assignment: &Assignment, task: &str) -> String {
             .map(|(d, summary)| format!("- {d}: {summary}"))
             .collect(),
     );
-    let corrections = list(
+    let mut corrections = list(
         brief
             .corrections
             .iter()
-            .map(|r| {
-                format!(
-                    "- attempt {} failed {} ({:?}): {}",
-                    r.attempt, r.criterion, r.class, r.message
-                )
-            })
+            .map(|r| correction(&assignment.spec, r))
             .collect(),
     );
+    if !brief.corrections.is_empty() {
+        corrections.push_str(
+            "\nThe working tree still holds the last attempt's edits: aot does not undo files between attempts. \
+             Start from what is there, or undo it first.",
+        );
+    }
     let checks = list(assignment.spec.check.iter().map(|c| format!("- `{c}`")).collect());
     let must_not = list(brief.must_not.iter().map(|m| format!("- {m}")).collect());
     let should_prefer = list(brief.should_prefer.iter().map(|m| format!("- {m}")).collect());

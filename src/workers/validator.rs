@@ -5,7 +5,7 @@ use tokio_util::sync::CancellationToken;
 use super::command::{self, CommandSpec, Exit};
 use crate::engine::roles::{Assignment, BaseCaseRun, BoxFuture, Checked, Judgement, Validator};
 use crate::model::Criterion;
-use crate::model::text::with_output;
+use crate::model::text::with_evidence;
 use crate::state::FailureClass;
 
 /// Judges `check` criteria by running them (exit 0 passes; any failure is
@@ -24,12 +24,13 @@ impl CommandValidator {
             timeout: assignment.spec.timeout.map(|t| t.0),
         };
         let result = command::run(&spec, cancel).await;
-        match result.exit {
+        match &result.exit {
             Exit::Cancelled => Judgement::Cancelled,
             Exit::Code(0) => Judgement::Passed,
             exit => Judgement::Failed {
                 class: FailureClass::Logical,
-                message: with_output(command::describe(&exit), &result.output),
+                message: with_evidence(command::describe(exit), &result.output),
+                ended: result.ended(),
             },
         }
     }

@@ -5,7 +5,7 @@ use tokio_util::sync::CancellationToken;
 use super::command::{self, CommandSpec, Exit};
 use super::prompt::agent_prompt;
 use crate::engine::roles::{Assignment, BoxFuture, Worked, Worker};
-use crate::model::text::with_output;
+use crate::model::text::with_evidence;
 use crate::state::{Atom, FailureClass, StateFile};
 
 /// Runs an atom's `run` command in `bash -c`; an `agent` atom runs the agent
@@ -45,6 +45,7 @@ impl CommandWorker {
                     return Worked::Failed {
                         class: FailureClass::Environmental,
                         message: "no agent command: set workers.agent.command or AOT_AGENT_CMD".into(),
+                        ended: Default::default(),
                         blocked: None,
                     };
                 };
@@ -79,13 +80,19 @@ impl CommandWorker {
             if !p.success() && p.exit != Exit::Cancelled {
                 blocked = Some(format!(
                     "probe `{probe}`: {}",
-                    with_output(command::describe(&p.exit), &p.output)
+                    with_evidence(command::describe(&p.exit), &p.output)
                 ));
             }
         }
+        let mut ended = result.ended();
+        // An agent's last word on what it did is part of the next attempt's lesson.
+        if atom.agent.is_some() && !result.summary.trim().is_empty() {
+            ended.summary = Some(result.summary.clone());
+        }
         Worked::Failed {
             class,
-            message: with_output(command::describe(&result.exit), &result.output),
+            message: with_evidence(command::describe(&result.exit), &result.output),
+            ended,
             blocked,
         }
     }

@@ -52,12 +52,14 @@ fn event() -> impl Strategy<Value = Event> {
             class,
             criterion: "run".parse().unwrap(),
             message: "exit 1".into(),
+            ended: Default::default(),
         }),
         (atom(), class()).prop_map(|(atom, class)| Event::AtomFailed {
             atom,
             class,
             criterion: "check[0]".parse().unwrap(),
             message: "exit 1".into(),
+            ended: Default::default(),
         }),
         prop::collection::vec(atom(), 0..3).prop_map(|atoms| Event::AtomsReset { atoms }),
         atom().prop_map(|atom| Event::AtomBlocked {

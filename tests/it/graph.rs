@@ -101,6 +101,7 @@ impl Driver {
             class: FailureClass::Logical,
             criterion: "run".parse().unwrap(),
             message: "exit 1".into(),
+            ended: Default::default(),
         }]);
         let recovery = self
             .graph
@@ -153,6 +154,7 @@ fn a_running_atom_is_not_ready_and_a_retry_makes_it_ready_again() {
         class: FailureClass::Logical,
         criterion: "run".parse().unwrap(),
         message: "exit 1".into(),
+        ended: Default::default(),
     }]);
     assert_eq!(d.ready(), ["a"]);
 }

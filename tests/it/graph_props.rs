@@ -201,6 +201,7 @@ fn drive(state: StateFile, seed: u64, fail_rate: f64) -> (End, u64) {
                         class: FailureClass::Logical,
                         criterion: "or".parse().unwrap(),
                         message: "nothing left".into(),
+                        ended: Default::default(),
                     }]);
                     if !recover(&mut d, &group, &mut transitions) {
                         check_bounds(&bounds, d.seq);
@@ -230,6 +231,7 @@ fn drive(state: StateFile, seed: u64, fail_rate: f64) -> (End, u64) {
                     class: FailureClass::Logical,
                     criterion: "run".parse().unwrap(),
                     message: "exit 1".into(),
+                    ended: Default::default(),
                 }]);
             } else {
                 d.apply(vec![Event::AtomFailed {
@@ -237,6 +239,7 @@ fn drive(state: StateFile, seed: u64, fail_rate: f64) -> (End, u64) {
                     class: FailureClass::Logical,
                     criterion: "run".parse().unwrap(),
                     message: "exit 1".into(),
+                    ended: Default::default(),
                 }]);
                 if !recover(&mut d, &atom, &mut transitions) {
                     check_bounds(&bounds, d.seq);

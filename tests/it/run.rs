@@ -147,6 +147,106 @@ graph:
     assert_eq!(state(&env, "aot.yaml").bindings["flaky"].summary, "second time lucky");
 }
 
+/// The retry's correction names the failing command, its exit code, and the
+/// lines that carry the error even when they are far from the end: a Python
+/// traceback above 400 lines of noise, and a `cargo test` failure above its
+/// failure report and summary.
+#[test]
+fn a_correction_carries_the_error_lines_far_from_the_end() {
+    let env = TestEnv::new();
+    env.write(
+        "pytest.sh",
+        r#"echo "============ test session starts ============"
+echo "Traceback (most recent call last):"
+echo '  File "slug.py", line 12, in unidecode'
+echo "    return table[c]"
+echo "KeyError: 'e-acute'"
+for i in $(seq 1 400); do echo "log line $i of a chatty tool"; done
+echo "1 failed, 11 passed in 0.31s"
+exit 1
+"#,
+    );
+    env.write(
+        "cargotest.sh",
+        r#"echo "running 300 tests"
+for i in $(seq 1 150); do echo "test tests::case_$i ... ok"; done
+echo "test tests::slug_keeps_unicode ... FAILED"
+for i in $(seq 151 300); do echo "test tests::case_$i ... ok"; done
+echo "---- tests::slug_keeps_unicode stdout ----"
+echo "thread 'tests::slug_keeps_unicode' panicked at src/lib.rs:88:9:"
+for i in $(seq 1 100); do echo "note: context line $i"; done
+echo "test result: FAILED. 299 passed; 1 failed; 0 ignored"
+exit 101
+"#,
+    );
+    let atoms = r#"  constraints: { max_retries: 1 }
+graph:
+  atoms:
+    py:
+      run: |
+        if [ -n "$AOT_CORRECTION" ]; then printf '%s' "$AOT_CORRECTION" > py.json; else sh pytest.sh; fi
+    rs:
+      run: "echo 'summary: patched the slug table'"
+      check: ['[ -z "$AOT_CORRECTION" ] || printf "%s" "$AOT_CORRECTION" > rs.seen; sh cargotest.sh']
+"#;
+    env.write("aot.yaml", &aligned("test -f py.json && test -s rs.seen", atoms));
+    let run = env.aot(&["start"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+
+    let py = std::fs::read_to_string(env.path("py.json")).unwrap_or_else(|e| panic!("{e}: {}", run.transcript()));
+    let py: serde_json::Value = serde_json::from_str(&py).unwrap();
+    assert_eq!(py["failed_criterion"], "run");
+    assert!(py["command"].as_str().unwrap().contains("sh pytest.sh"), "{py}");
+    assert_eq!(py["exit_code"], 1);
+    assert_eq!(py["working_tree"], "kept");
+    let message = py["message"].as_str().unwrap();
+    assert!(message.len() <= 4096, "{}", message.len());
+    for needle in [
+        "exit 1:",
+        "Traceback (most recent call last):",
+        "line 12, in unidecode",
+        "KeyError: 'e-acute'",
+        "1 failed, 11 passed",
+    ] {
+        assert!(message.contains(needle), "`{needle}` in:\n{message}");
+    }
+    assert!(!message.contains("log line 200 "), "{message}");
+
+    // The check failed on the first attempt; the journal's failure carries the evidence.
+    let journal = aot::journal::read(&aot::journal::path_for(&env.path("aot.yaml"))).unwrap();
+    let (message, ended) = journal
+        .records
+        .iter()
+        .rev()
+        .find_map(|r| match &r.event {
+            aot::journal::event::Event::AttemptFailed {
+                atom, message, ended, ..
+            } if atom == "rs" => Some((message.clone(), ended.clone())),
+            _ => None,
+        })
+        .expect("rs failed once");
+    assert_eq!(ended.exit_code, Some(101));
+    assert_eq!(
+        ended.summary.as_deref(),
+        Some("patched the slug table"),
+        "the work's summary"
+    );
+    for needle in [
+        "exit 101:",
+        "test tests::slug_keeps_unicode ... FAILED",
+        "panicked at src/lib.rs:88:9",
+        "test result: FAILED. 299 passed; 1 failed",
+    ] {
+        assert!(message.contains(needle), "`{needle}` in:\n{message}");
+    }
+    let seen: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(env.path("rs.seen")).unwrap()).unwrap();
+    assert!(
+        seen["command"].as_str().unwrap().ends_with("sh cargotest.sh"),
+        "the check names itself by its command: {seen}"
+    );
+    assert_eq!(seen["previous_summary"], "patched the slug table");
+}
+
 #[test]
 fn the_agent_worker_gets_goal_bindings_and_the_failed_criterion_on_stdin() {
     let env = TestEnv::new();
@@ -177,8 +277,16 @@ graph:
     assert!(first.contains("- `test -f done.flag`"), "{first}");
     let second = std::fs::read_to_string(env.path("prompt-1.txt")).unwrap();
     assert!(
-        second.contains("attempt 1 failed check[0]: test -f done.flag"),
+        second.contains("- attempt 1 failed check[0]: test -f done.flag, exit code 1 (logical"),
         "the failed criterion:\n{second}"
+    );
+    assert!(
+        second.contains("  you said then: agent did it"),
+        "its own summary:\n{second}"
+    );
+    assert!(
+        second.contains("The working tree still holds the last attempt's edits"),
+        "the working tree:\n{second}"
     );
 }
 
