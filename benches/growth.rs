@@ -43,6 +43,7 @@ fn main() {
             outcomes: vec![Outcome {
                 atom: Some("a".into()),
                 tool: Some(tool.clone()),
+                tool_declared: true,
                 target: Some("a".into()),
                 solved: false,
                 verdicts: vec![Verdict {
@@ -57,6 +58,7 @@ fn main() {
                 }],
                 attempts: round,
                 subtree_tools: vec![tool],
+                subtree_targets: Vec::new(),
             }],
             elapsed_ms: u64::from(round) * 10,
             time_budget_ms: 100_000_000,

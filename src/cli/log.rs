@@ -126,6 +126,9 @@ pub fn describe(record: &Record, verbose: bool) -> Option<String> {
         Event::CorrectionRecorded { correction } if verbose => {
             format!("  ✎ correction ({:?}): {}", correction.kind, correction.description)
         }
+        Event::BlocksOverridden { atoms } => {
+            format!("  ✎ chosen by the user, despite the blocked sets: {}", atoms.join(", "))
+        }
         Event::EditRejected { why, kept } => format!("  ✎ hand edit refused, kept as {kept}: {why}"),
         Event::RunPaused {} if verbose => "aot: paused after one iteration".to_string(),
         Event::RunStopped { stop } if verbose => format!("aot: stopped ({}): {}", stop.reason.as_str(), stop.message),

@@ -29,9 +29,12 @@ pub struct Args {
     /// Remove an atom (DAG adjustment)
     #[arg(long = "remove-atom", value_name = "ID")]
     remove_atoms: Vec<String>,
-    /// Force an OR choice, OR_ID=ALT (DAG adjustment)
+    /// Force an OR choice, OR_ID=ALT (DAG adjustment); overrides GGS's blocked sets for ALT and revives a failed OR atom
     #[arg(long, value_name = "OR_ID=ALT")]
     choose: Vec<String>,
+    /// Re-run an atom — solved, failed or blocked — and what depends on it (DAG adjustment; an OR atom re-runs its choice)
+    #[arg(long, value_name = "ID")]
+    reset: Vec<String>,
     /// Set a constraint, KEY=VALUE: max_iterations, max_parallel_agents, max_retries, max_replans, time_budget, verify
     #[arg(long, value_name = "KEY=VALUE")]
     set: Vec<String>,
@@ -72,6 +75,7 @@ fn changes(args: &Args) -> Result<Vec<Change>, CliError> {
         });
     }
     out.extend(args.remove_atoms.iter().map(|id| Change::RemoveAtom(id.into())));
+    out.extend(args.reset.iter().map(|id| Change::Reset(id.trim().into())));
     for spec in &args.choose {
         let (group, alt) = pair("--choose", spec)?;
         out.push(Change::Choose {

@@ -12,6 +12,7 @@ use crate::journal::event::Event;
 use crate::model::time::{Span, Timestamp};
 use crate::state::diag::Diagnostics;
 use crate::state::{Atom, AtomId, BaseCase, Binding, Correction, CorrectionKind, StateFile, VerifyPolicy};
+use crate::steer::Steer;
 
 /// One change asked for by `aot redirect`.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,6 +39,9 @@ pub enum Change {
         /// The alternative.
         alt: AtomId,
     },
+    /// An atom re-run: it and what is above it that holds work go back to
+    /// pending (an OR atom: its chosen alternative is re-run).
+    Reset(AtomId),
     /// A constraint set: `max_iterations`, `max_parallel_agents`, `max_retries`,
     /// `max_replans`, `time_budget` or `verify`.
     Set {
@@ -59,7 +63,9 @@ impl Change {
     fn kind(&self) -> CorrectionKind {
         match self {
             Change::Goal(_) | Change::BaseCase(_) => CorrectionKind::ObjectiveChange,
-            Change::AddAtom { .. } | Change::RemoveAtom(_) | Change::Choose { .. } => CorrectionKind::DagAdjustment,
+            Change::AddAtom { .. } | Change::RemoveAtom(_) | Change::Choose { .. } | Change::Reset(_) => {
+                CorrectionKind::DagAdjustment
+            }
             Change::Set { .. } => CorrectionKind::ConstraintChange,
             Change::Bind { .. } => CorrectionKind::BindingsOverride,
         }
@@ -73,6 +79,7 @@ impl Change {
             Change::AddAtom { id, run, deps } => format!("atom `{id}` added: `{run}` after {}", deps.join(", ")),
             Change::RemoveAtom(id) => format!("atom `{id}` removed"),
             Change::Choose { group, alt } => format!("`{alt}` chosen at `{group}`"),
+            Change::Reset(atom) => format!("`{atom}` reset to run again"),
             Change::Set { key, value } => format!("{key} set to {value}"),
             Change::Bind { atom, summary } => format!("binding of `{atom}` set to {summary:?}"),
         }
@@ -178,7 +185,7 @@ pub fn plan(
                 }
             }
             Change::Set { key, value } => set_constraint(&mut next, key, value)?,
-            Change::Choose { .. } | Change::Bind { .. } => {}
+            Change::Choose { .. } | Change::Bind { .. } | Change::Reset(_) => {}
         }
     }
     crate::state::document::check(&next, "the redirected state").map_err(Refused::Graph)?;
@@ -206,24 +213,60 @@ pub fn plan(
         if let Some(message) = message.filter(|m| !m.trim().is_empty()) {
             description.push_str(&format!(" ({message})"));
         }
-        let correction = Event::CorrectionRecorded {
-            correction: Correction {
-                at,
-                kind,
-                description,
-                trail_cleared: kind == CorrectionKind::ObjectiveChange,
-            },
+        let mut correction = Correction {
+            at,
+            kind,
+            description,
+            trail_cleared: kind == CorrectionKind::ObjectiveChange,
         };
         // The trail is cleared before a DAG adjustment's entries are added to it.
         if kind == CorrectionKind::ObjectiveChange {
-            events.push(correction.clone());
+            events.push(Event::CorrectionRecorded {
+                correction: correction.clone(),
+            });
         }
         for change in of_kind {
             match change {
                 Change::Choose { group, alt } => {
-                    let planned = graph.force_choice(group, alt, &after.bindings).ok_or_else(|| {
+                    if after.graph.atoms.get(group).is_none_or(|a| a.or.is_none()) {
+                        return Err(Refused::Invalid(match after.graph.atoms.get(group) {
+                            Some(_) => format!(
+                                "`{group}` is not an OR atom: --choose picks among an `or:` list's alternatives \
+                                 (`aot redirect --reset {group}` re-runs it)"
+                            ),
+                            None => format!("there is no atom `{group}`"),
+                        }));
+                    }
+                    // A choice at a group that failed (or under one) revives it and what is above it.
+                    let reopen = graph.reopen_for_choice(group, Some(alt));
+                    let reopened = with_events(&after, &reopen, at);
+                    let regraph = WorkGraph::new(&reopened);
+                    let planned = regraph.force_choice(group, alt, &reopened.bindings).ok_or_else(|| {
                         Refused::Invalid(format!("`{alt}` is not an alternative of OR atom `{group}`"))
                     })?;
+                    events.extend(reopen);
+                    events.extend(planned);
+                    // The user's choice overrides GGS's blocked sets, and says so.
+                    let steer = Steer::new(&reopened.graph.atoms, &reopened.run.ggs);
+                    let overridden: Vec<(AtomId, String)> = regraph
+                        .plan(alt)
+                        .into_iter()
+                        .filter_map(|id| steer.blocked(id).map(|why| (AtomId::from(id), why)))
+                        .collect();
+                    if !overridden.is_empty() {
+                        let why: Vec<&str> = overridden.iter().map(|(_, why)| why.as_str()).collect();
+                        correction
+                            .description
+                            .push_str(&format!(" (overrides GGS's blocked sets: {})", why.join("; ")));
+                        events.push(Event::BlocksOverridden {
+                            atoms: overridden.into_iter().map(|(id, _)| id).collect(),
+                        });
+                    }
+                }
+                Change::Reset(atom) => {
+                    let planned = graph
+                        .rerun(atom)
+                        .ok_or_else(|| Refused::Invalid(format!("there is no atom `{atom}` to reset")))?;
                     events.extend(planned);
                 }
                 Change::Bind { atom, summary } => {
@@ -249,10 +292,34 @@ pub fn plan(
             }
         }
         if kind != CorrectionKind::ObjectiveChange {
-            events.push(correction);
+            events.push(Event::CorrectionRecorded { correction });
         }
     }
     Ok(events)
+}
+
+/// Plans reopening the failed OR atoms of `state` that have an untried
+/// alternative GGS's blocked sets do not refuse; returns the events and, per
+/// reopened atom, `` `group` (`alt` may run now) ``.
+fn revive_choices(state: &StateFile) -> (Vec<Event>, Vec<String>) {
+    let graph = WorkGraph::new(state);
+    let steer = Steer::new(&state.graph.atoms, &state.run.ggs);
+    let mut events = Vec::new();
+    let mut revived = Vec::new();
+    for (id, atom) in &state.graph.atoms {
+        if atom.or.is_none() || atom.status != crate::state::AtomStatus::Failed {
+            continue;
+        }
+        let runnable = graph
+            .untried(id)
+            .into_iter()
+            .find(|alt| crate::graph::ChoiceOrder::refusal(&steer, &graph, alt).is_none());
+        if let Some(alt) = runnable {
+            revived.push(format!("`{id}` (`{alt}` may run now)"));
+            events.extend(graph.reopen_for_choice(id, None));
+        }
+    }
+    (events, revived)
 }
 
 /// Plans the events that take in a hand edit of the state file — `current` is
@@ -327,6 +394,22 @@ pub fn from_edit(current: &StateFile, edited: &StateFile, at: Timestamp) -> Resu
                 trail_cleared: kind == CorrectionKind::ObjectiveChange,
             },
         });
+    }
+    // An edit that lets a failed OR atom's untried alternative run (a label
+    // changed, an alternative added) revives it: the user's word beats GGS's.
+    let edited_state = with_events(current, &events, at);
+    let (revive, revived) = revive_choices(&edited_state);
+    if !revived.is_empty() {
+        for event in &mut events {
+            if let Event::CorrectionRecorded { correction } = event
+                && correction.kind == CorrectionKind::DagAdjustment
+            {
+                correction
+                    .description
+                    .push_str(&format!("; reopens {}", revived.join(", ")));
+            }
+        }
+        events.extend(revive);
     }
     if !changes.is_empty() {
         let after = with_events(current, &events, at);

@@ -18,7 +18,7 @@ use crate::ggs::{self, AttemptGap, Decision, FinalResult, MacroState, Outcome, R
 use crate::graph::ChoiceOrder;
 use crate::journal::event::Event;
 use crate::model::Criterion;
-use crate::model::text::first_line;
+use crate::model::text::headline;
 use crate::state::{Atom, AtomId, AtomStatus, Evidence, FailureClass, StopReason};
 use crate::steer::{Steer, target};
 
@@ -79,32 +79,36 @@ impl Engine<'_> {
                 class: r.class,
             })
             .collect();
-        let subtree_tools = match finish {
-            Finish::Failed { .. } => self.tools_tried_under(id),
-            Finish::Solved => Vec::new(),
+        let (subtree_tools, subtree_targets) = match finish {
+            Finish::Failed { .. } => self.tried_under(id),
+            Finish::Solved => (Vec::new(), Vec::new()),
         };
         Outcome {
             atom: Some(id.into()),
             tool: atom
                 .and_then(Atom::tool)
                 .filter(|_| atom.is_some_and(|a| a.or.is_none())),
+            tool_declared: atom.is_some_and(|a| a.tool.is_some()),
             target: atom.filter(|a| a.or.is_none()).map(|a| target(id, a)),
             solved: matches!(finish, Finish::Solved),
             verdicts,
             trajectory,
             attempts: atom.map_or(0, |a| a.attempts),
             subtree_tools,
+            subtree_targets,
         }
     }
 
-    /// The tools tried in a failed atom's subtree: it, its dependencies and the
-    /// alternatives below it, where they ran and did not succeed. A solved
-    /// dependency proved its tool, so its tool is not blamed.
-    fn tools_tried_under(&self, id: &str) -> Vec<String> {
+    /// What was tried in a failed atom's subtree: it, its dependencies and
+    /// the alternatives below it, where they ran and did not succeed — the
+    /// declared tools, and the targets of atoms whose tools are inferred. A
+    /// solved dependency proved its tool, so its tool is not blamed.
+    fn tried_under(&self, id: &str) -> (Vec<String>, Vec<String>) {
         let atoms = &self.state.graph.atoms;
         let mut seen = HashSet::new();
         let mut stack = vec![AtomId::from(id)];
         let mut tools = Vec::new();
+        let mut targets = Vec::new();
         while let Some(current) = stack.pop() {
             if !seen.insert(current.clone()) {
                 continue;
@@ -115,17 +119,17 @@ impl Engine<'_> {
             if atom.status == AtomStatus::Solved {
                 continue;
             }
-            if atom.or.is_none()
-                && (atom.attempts > 0 || atom.status == AtomStatus::Failed)
-                && let Some(tool) = atom.tool()
-                && !tools.contains(&tool)
-            {
-                tools.push(tool);
+            if atom.or.is_none() && (atom.attempts > 0 || atom.status == AtomStatus::Failed) {
+                match &atom.tool {
+                    Some(tool) if !tools.contains(tool) => tools.push(tool.clone()),
+                    Some(_) => {}
+                    None => targets.push(target(&current, atom)),
+                }
             }
             stack.extend(atom.deps.iter().cloned());
             stack.extend(atom.or.iter().flatten().cloned());
         }
-        tools
+        (tools, targets)
     }
 
     fn base_case_outcome(evidence: &Evidence) -> Outcome {
@@ -136,6 +140,7 @@ impl Engine<'_> {
         Outcome {
             atom: None,
             tool: None,
+            tool_declared: false,
             target: None,
             solved: false,
             verdicts: vec![Verdict {
@@ -148,6 +153,7 @@ impl Engine<'_> {
             trajectory: Vec::new(),
             attempts: 1,
             subtree_tools: Vec::new(),
+            subtree_targets: Vec::new(),
         }
     }
 
@@ -195,7 +201,14 @@ impl Engine<'_> {
             }
             Plan::Exhausted { events, message } => {
                 self.record(events)?;
-                self.stop(StopReason::Exhausted, message, base_case.cloned()).map(Some)
+                let result = self.closing(&decision);
+                self.stop_with(
+                    StopReason::Exhausted,
+                    message,
+                    base_case.cloned(),
+                    Some(Box::new(result)),
+                )
+                .map(Some)
             }
         }
     }
@@ -262,6 +275,15 @@ impl Engine<'_> {
 
     /// Stops with the abandon FinalResult: the partial result and what to do next.
     fn abandon(&mut self, decision: &Decision) -> Result<Ended, EngineError> {
+        let result = self.closing(decision);
+        let message = format!("GGS abandoned the task: {}", decision.rationale);
+        self.remember_end(false, &message);
+        self.stop_with(StopReason::Abandoned, message, None, Some(Box::new(result)))
+    }
+
+    /// The FinalResult of a run that ends unaccepted after `decision`: the
+    /// partial result and the next moves.
+    fn closing(&self, decision: &Decision) -> FinalResult {
         let config = self.state.objective.constraints.ggs();
         let failures = decision
             .failed
@@ -270,16 +292,19 @@ impl Engine<'_> {
                 let (criterion, message) = self
                     .state
                     .last_failure(atom)
-                    .map(|(_, criterion, message)| (criterion.to_string(), first_line(message).to_string()))
+                    .map(|(_, criterion, message)| (criterion.to_string(), headline(message)))
                     .unwrap_or_default();
                 (atom.clone(), criterion, message)
             })
             .collect();
+        let constraints = &self.state.objective.constraints;
         let situation = ggs::Situation {
             failures,
             untried: self.untried(),
+            max_replans: constraints.max_replans(),
+            time_budget_s: constraints.time_budget().as_secs(),
         };
-        let result = FinalResult {
+        FinalResult {
             accepted: false,
             summary: decision.rationale.clone(),
             loss: decision.loss,
@@ -287,19 +312,27 @@ impl Engine<'_> {
             replans: decision.replans,
             partial: self.partial(),
             next_moves: ggs::next_moves(decision, &situation, &config),
-        };
-        let message = format!("GGS abandoned the task: {}", decision.rationale);
-        self.remember_end(false, &message);
-        self.stop_with(StopReason::Abandoned, message, None, Some(Box::new(result)))
+        }
     }
 
-    /// The alternatives left at each selected OR atom: those a plan may still
-    /// use, and those the blocked sets refuse (with why), for the next moves.
+    /// The alternatives left at each selected OR atom (open, or failed for
+    /// want of one): those a plan may still use, and those the blocked sets
+    /// refuse (with why), for the next moves.
     fn untried(&self) -> Vec<ggs::Untried> {
         let steer = Steer::new(&self.state.graph.atoms, &self.state.run.ggs);
-        self.graph
-            .choice_groups()
-            .filter(|g| self.graph.is_selected(g))
+        self.state
+            .graph
+            .atoms
+            .iter()
+            .filter(|(id, atom)| {
+                atom.or.is_some()
+                    && matches!(
+                        atom.status,
+                        AtomStatus::Pending | AtomStatus::Running | AtomStatus::Failed
+                    )
+                    && self.graph.is_selected(id)
+            })
+            .map(|(id, _)| id.as_str())
             .map(|group| {
                 let candidates = self.graph.untried(group);
                 let usable: Vec<AtomId> = steer

@@ -156,6 +156,11 @@ pub struct Outcome {
     /// Its tool label, if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
+    /// Whether the tool was declared (`tool:`), not inferred from the
+    /// command: only a declared tool is blocked; an inferred one is a guess,
+    /// and a failure counts against the atom's target alone.
+    #[serde(default = "declared")]
+    pub tool_declared: bool,
     /// Its target label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
@@ -169,9 +174,16 @@ pub struct Outcome {
     /// Attempts made in total (N); at least the trajectory's length.
     #[serde(default)]
     pub attempts: u32,
-    /// Tools that ran in the atom's subtree (itself and its dependencies).
+    /// Declared tools that ran in the atom's subtree (itself and its dependencies).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub subtree_tools: Vec<String>,
+    /// Targets of the atoms in its subtree whose tools are inferred.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subtree_targets: Vec<String>,
+}
+
+fn declared() -> bool {
+    true
 }
 
 impl Outcome {
@@ -342,6 +354,10 @@ pub struct GgsState {
     /// Targets no plan may use (environmental failures); only grows within a task.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub blocked_targets: BTreeSet<String>,
+    /// Atoms the user chose explicitly (`aot redirect --choose`): the blocked
+    /// sets do not refuse them. Only grows within a task.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub allowed: BTreeSet<crate::model::AtomId>,
     /// Decisions made in the task so far.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub rounds: u32,
@@ -369,6 +385,10 @@ struct GgsStateOnDisk {
     /// Targets no plan may use (environmental failures); only grows within a task.
     #[serde(default)]
     blocked_targets: BTreeSet<String>,
+    /// Atoms the user chose explicitly (`aot redirect --choose`): the blocked
+    /// sets do not refuse them. Only grows within a task.
+    #[serde(default)]
+    allowed: BTreeSet<crate::model::AtomId>,
     /// Decisions made in the task so far.
     #[serde(default)]
     rounds: u32,
@@ -398,6 +418,7 @@ impl From<GgsStateOnDisk> for GgsState {
             worsening: disk.worsening,
             blocked_tools: disk.blocked_tools,
             blocked_targets: disk.blocked_targets,
+            allowed: disk.allowed,
             rounds,
             last,
         }
@@ -534,33 +555,49 @@ pub fn decide(request: &ReplanRequest, state: &GgsState, c: &GgsConfig) -> Decis
     let mut blocked_tools = state.blocked_tools.clone();
     let mut blocked_targets = state.blocked_targets.clone();
     let mut newly = Vec::new();
+    let mut block_target = |target: &String, newly: &mut Vec<String>| {
+        if blocked_targets.insert(target.clone()) {
+            newly.push(format!("target {target}"));
+        }
+    };
+    let mut block_tool = |tool: &String, newly: &mut Vec<String>| {
+        if blocked_tools.insert(tool.clone()) {
+            newly.push(tool.clone());
+        }
+    };
+    // An inferred tool (the program a command starts with) is not evidence
+    // against every command starting with it: its failure blocks the target.
+    let mut spared = BTreeSet::new();
     match directive {
         MacroState::ChangePath => {
-            for target in failed_outcomes.iter().filter_map(|o| o.target.clone()) {
-                if blocked_targets.insert(target.clone()) {
-                    newly.push(target);
-                }
+            for target in failed_outcomes.iter().filter_map(|o| o.target.as_ref()) {
+                block_target(target, &mut newly);
             }
         }
-        MacroState::ChangeApproach => {
-            for tool in &failed_tools {
-                if blocked_tools.insert(tool.clone()) {
-                    newly.push(tool.clone());
+        MacroState::ChangeApproach | MacroState::BreakSymmetry => {
+            for o in &failed_outcomes {
+                match (&o.tool, &o.target) {
+                    (Some(tool), _) if o.tool_declared => block_tool(tool, &mut newly),
+                    (tool, Some(target)) => {
+                        spared.extend(tool.iter().cloned());
+                        block_target(target, &mut newly);
+                    }
+                    (Some(tool), None) => block_tool(tool, &mut newly),
+                    (None, None) => {}
                 }
-            }
-        }
-        MacroState::BreakSymmetry => {
-            let tried = failed_outcomes
-                .iter()
-                .flat_map(|o| o.subtree_tools.iter().chain(o.tool.iter()));
-            for tool in tried {
-                if blocked_tools.insert(tool.clone()) {
-                    newly.push(tool.clone());
+                if directive == MacroState::BreakSymmetry {
+                    for tool in &o.subtree_tools {
+                        block_tool(tool, &mut newly);
+                    }
+                    for target in &o.subtree_targets {
+                        block_target(target, &mut newly);
+                    }
                 }
             }
         }
         MacroState::Abandon | MacroState::Success | MacroState::Refine => {}
     }
+    spared.retain(|tool| !blocked_tools.contains(tool));
 
     let failed_criterion = failed_outcomes
         .iter()
@@ -580,7 +617,14 @@ pub fn decide(request: &ReplanRequest, state: &GgsState, c: &GgsConfig) -> Decis
         _ => Some(FailureMix::Mixed),
     };
     let gradient = Gradient::of(grad_l, c.epsilon);
-    let rationale = rationale(directive, law2, Signals { grad_l, d, p, omega }, c, state, &newly);
+    let mut rationale = rationale(directive, law2, Signals { grad_l, d, p, omega }, c, state, &newly);
+    if !spared.is_empty() {
+        let tools: Vec<String> = spared.iter().map(|t| format!("`{t}`")).collect();
+        rationale.push_str(&format!(
+            " ({} inferred from the command, not declared with `tool:`: the failure counts against the failed target, not every command starting with it.)",
+            tools.join(", ")
+        ));
+    }
     Decision {
         round: state.rounds + 1,
         loss,
@@ -712,6 +756,10 @@ pub struct Situation {
     pub failures: Vec<(AtomId, String, String)>,
     /// OR atoms with alternatives not tried yet.
     pub untried: Vec<Untried>,
+    /// The `max_replans` constraint in force.
+    pub max_replans: u32,
+    /// The `time_budget` constraint in force, in seconds.
+    pub time_budget_s: u64,
 }
 
 /// An open OR atom's alternatives not tried yet.
@@ -725,12 +773,13 @@ pub struct Untried {
     pub refused: Vec<(AtomId, String)>,
 }
 
-/// Two or three concrete moves after an abandon, derived from the failures.
+/// Two or three concrete moves after an abandon or a dead end, derived from
+/// the failures. Every command in them works as printed.
 pub fn next_moves(decision: &Decision, situation: &Situation, c: &GgsConfig) -> Vec<String> {
     let mut moves = Vec::new();
     if let Some((atom, criterion, error)) = situation.failures.first() {
         moves.push(format!(
-            "Fix why `{atom}` fails ({criterion}: {error}), or change its command with `aot redirect`."
+            "Fix why `{atom}` fails ({criterion}: {error}) — in the files it works on, or its command in the state file — then run it again: `aot redirect --reset {atom}`, then `aot start`."
         ));
     }
     let open = situation
@@ -744,7 +793,7 @@ pub fn next_moves(decision: &Decision, situation: &Situation, c: &GgsConfig) -> 
             ));
         } else if let Some((alt, why)) = refused.first() {
             moves.push(format!(
-                "`{alt}` at `{group}` was not tried ({why}); choose it by hand (`aot redirect --choose {group}={alt}`) if that block is wrong."
+                "`{alt}` at `{group}` was not tried ({why}); if that block is wrong, run it anyway — your choice overrides it: `aot redirect --choose {group}={alt}`, then `aot start`."
             ));
         }
     }
@@ -755,10 +804,12 @@ pub fn next_moves(decision: &Decision, situation: &Situation, c: &GgsConfig) -> 
         ));
     } else if decision.loss.omega >= c.theta {
         moves.push(format!(
-            "Raise the budget (Ω={:.0}% after {} replans and {}s): `aot redirect --set max_replans=N` or `--set time_budget=DURATION`, then `aot start`.",
+            "Raise the budget (Ω={:.0}% after {} replans and {}s): `aot redirect --set max_replans={} --set time_budget={}s`, then `aot start`.",
             decision.loss.omega * 100.0,
             decision.replans,
-            decision.elapsed_ms / 1000
+            decision.elapsed_ms / 1000,
+            (situation.max_replans.max(1) * 2).max(decision.replans + 2),
+            (situation.time_budget_s.max(1) * 2).max(decision.elapsed_ms / 1000 * 2),
         ));
     }
     moves.truncate(3);
@@ -1070,6 +1121,7 @@ mod tests {
         Outcome {
             atom: Some(atom.into()),
             tool: Some(tool.into()),
+            tool_declared: true,
             target: Some(format!("{atom}-target")),
             solved: verdicts.iter().all(|(passed, _)| *passed),
             verdicts: verdicts
@@ -1091,6 +1143,7 @@ mod tests {
             trajectory: Vec::new(),
             attempts: 1,
             subtree_tools: Vec::new(),
+            subtree_targets: Vec::new(),
         }
     }
 
@@ -1256,6 +1309,7 @@ mod tests {
                 usable: vec![],
                 refused: vec![("b2".into(), "uses blocked tool t2".into())],
             }],
+            ..Situation::default()
         };
         let moves = next_moves(&d, &situation, &c());
         assert_eq!(moves.len(), 3, "{moves:#?}");

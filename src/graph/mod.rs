@@ -604,6 +604,92 @@ impl WorkGraph {
         Some(events)
     }
 
+    /// `start` and every atom above it: its dependents, directly or not, and
+    /// the OR atoms that chose it (or chose an atom above it), nearest first.
+    fn above(&self, start: NodeIndex) -> Vec<NodeIndex> {
+        let mut seen = HashSet::from([start]);
+        let mut stack = vec![start];
+        let mut out = vec![start];
+        while let Some(v) = stack.pop() {
+            let mut parents: Vec<NodeIndex> = self.dependents(v).collect();
+            if let Some(g) = self.owner[v.index()].filter(|g| self.chosen[g.index()] == Some(v)) {
+                parents.push(g);
+            }
+            for p in parents {
+                if seen.insert(p) {
+                    out.push(p);
+                    stack.push(p);
+                }
+            }
+        }
+        out
+    }
+
+    /// Plans putting atoms back to pending as a user asks it: each goes back
+    /// with no attempts and no binding, and an OR atom among them keeps its
+    /// choice (re-chosen, said to be the user's).
+    fn user_reset(&self, nodes: &[NodeIndex], why: &str) -> Vec<Event> {
+        if nodes.is_empty() {
+            return Vec::new();
+        }
+        let mut events = vec![Event::AtomsReset {
+            atoms: nodes.iter().map(|&v| AtomId::from(self.id(v))).collect(),
+        }];
+        for &v in nodes {
+            if let Some(c) = self.chosen[v.index()].filter(|_| self.is_or[v.index()]) {
+                events.push(Event::OrChosen {
+                    group: self.id(v).into(),
+                    chosen: self.id(c).into(),
+                    remaining: Vec::new(),
+                    reason: why.to_string(),
+                });
+            }
+        }
+        events
+    }
+
+    /// Plans re-running `atom` (`aot redirect --reset`): it and every atom
+    /// above it that holds work or is closed (solved, failed, blocked, pruned,
+    /// running or attempted) go back to pending — their bindings dropped, OR
+    /// atoms keeping their choice. For an OR atom, its chosen alternative is
+    /// re-run. `None` when there is no such atom.
+    pub fn rerun(&self, atom: &str) -> Option<Vec<Event>> {
+        let v = self.node(atom)?;
+        let start = self.chosen[v.index()].filter(|_| self.is_or[v.index()]).unwrap_or(v);
+        let touched: Vec<NodeIndex> = self
+            .above(start)
+            .into_iter()
+            .filter(|&u| u == start || self.status[u.index()] != AtomStatus::Pending || self.attempts[u.index()] > 0)
+            .collect();
+        Some(self.user_reset(&touched, &format!("kept: `{atom}` re-run by the user")))
+    }
+
+    /// Plans reopening what a user's choice at `group` must revive: `group`
+    /// and the atoms above it that failed or were blocked, and (given `alt`)
+    /// the atoms of `alt`'s plan that are closed. `group` goes back to
+    /// waiting for a choice: apply the choice after these events.
+    pub fn reopen_for_choice(&self, group: &str, alt: Option<&str>) -> Vec<Event> {
+        let Some(g) = self.node(group) else {
+            return Vec::new();
+        };
+        let closed = |v: &NodeIndex| {
+            matches!(
+                self.status[v.index()],
+                AtomStatus::Failed | AtomStatus::Blocked | AtomStatus::Pruned
+            )
+        };
+        let mut nodes: Vec<NodeIndex> = self.above(g).into_iter().filter(closed).collect();
+        for id in alt.map(|alt| self.plan(alt)).unwrap_or_default() {
+            if let Some(v) = self.node(id).filter(|v| closed(v) && !nodes.contains(v)) {
+                nodes.push(v);
+            }
+        }
+        // The group's own choice is the user's to make next: not re-chosen here.
+        let mut events = self.user_reset(&nodes, &format!("kept above `{group}`, which the user chose again"));
+        events.retain(|e| !matches!(e, Event::OrChosen { group: grp, .. } if grp == group));
+        events
+    }
+
     /// Returns the atoms that depend on `atom`, directly or not, and hold work
     /// (solved, running or attempted): what a new binding of `atom` invalidates.
     pub fn dependents_with_work(&self, atom: &str) -> Vec<AtomId> {
@@ -926,6 +1012,7 @@ impl Fold for WorkGraph {
                 self.inherited = self.tried.clone();
             }
             Effect::Bind(..)
+            | Effect::Allow(_)
             | Effect::Failed { .. }
             | Effect::Trail(_)
             | Effect::Correction(_)

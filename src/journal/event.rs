@@ -202,6 +202,12 @@ pub enum Event {
     },
     /// A run paused after one iteration (`aot step`).
     RunPaused {},
+    /// The user chose these atoms explicitly (`aot redirect --choose`): the
+    /// blocked sets no longer refuse them, for the rest of the task.
+    BlocksOverridden {
+        /// The atoms (the chosen alternative and the atoms its plan runs).
+        atoms: Vec<AtomId>,
+    },
     /// A hand edit made while a loop ran was refused; the file went back to the
     /// last good state and the edited text was saved aside (no state change).
     EditRejected {
@@ -245,6 +251,7 @@ impl Event {
             Event::BaseCaseChecked { .. } => "base_case_checked",
             Event::RunPaused {} => "run_paused",
             Event::EditRejected { .. } => "edit_rejected",
+            Event::BlocksOverridden { .. } => "blocks_overridden",
             Event::RunStopped { .. } => "run_stopped",
         }
     }

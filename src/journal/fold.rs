@@ -78,6 +78,8 @@ pub enum Effect<'e> {
         /// Exit code or signal, and the worker's summary.
         ended: &'e crate::model::Ended,
     },
+    /// The user chose an atom explicitly: the blocked sets do not refuse it.
+    Allow(&'e AtomId),
     /// A trail entry.
     Trail(TrailEntry),
     /// The trail is cleared: a new objective is a new task, so what was tried
@@ -183,6 +185,7 @@ pub fn effects(record: &Record) -> Vec<Effect<'_>> {
         Event::AtomsRefined { atoms } => atoms.iter().map(E::Refill).collect(),
         Event::GgsDecided { decision } => vec![E::Decided(decision)],
         Event::Calibrated { .. } | Event::EditRejected { .. } => Vec::new(),
+        Event::BlocksOverridden { atoms } => atoms.iter().map(E::Allow).collect(),
         Event::AtomBlocked { atom, reason } => vec![
             E::Status(atom, AtomStatus::Blocked),
             // Environmental by definition: a failed run whose probe failed too.
@@ -382,6 +385,9 @@ fn on_state(state: &mut StateFile, effect: &Effect<'_>, at: Timestamp) {
             }
         }
         Effect::Failed { .. } => {}
+        Effect::Allow(id) => {
+            state.run.ggs.allowed.insert((*id).clone());
+        }
         Effect::Trail(entry) => state.trail.push(entry.clone()),
         Effect::NewTask => {
             state.trail.clear();

@@ -26,7 +26,8 @@
 //!   attempt stale); older records read with none.
 //! - **5**: `edit_rejected` records a hand edit a running loop refused; a
 //!   failure (`attempt_failed`, `atom_failed`, a compaction's `failures`) may
-//!   say its `exit_code` or `signal` and the worker's `summary`.
+//!   say its `exit_code` or `signal` and the worker's `summary`;
+//!   `blocks_overridden` records atoms the user chose despite the blocked sets.
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
@@ -168,6 +169,9 @@ pub enum WireEvent {
     EditRejected {
         why: String,
         kept: String,
+    },
+    BlocksOverridden {
+        atoms: Vec<AtomId>,
     },
     RunStopped {
         stop: StopRecord,
@@ -562,6 +566,7 @@ impl From<Event> for WireEvent {
             Event::BaseCaseChecked { evidence } => W::BaseCaseChecked { evidence },
             Event::RunPaused {} => W::RunPaused {},
             Event::EditRejected { why, kept } => W::EditRejected { why, kept },
+            Event::BlocksOverridden { atoms } => W::BlocksOverridden { atoms },
             Event::RunStopped { stop } => W::RunStopped { stop },
         }
     }
@@ -660,6 +665,7 @@ fn event_from(event: WireEvent, v: u32) -> Event {
         W::BaseCaseChecked { evidence } => Event::BaseCaseChecked { evidence },
         W::RunPaused {} => Event::RunPaused {},
         W::EditRejected { why, kept } => Event::EditRejected { why, kept },
+        W::BlocksOverridden { atoms } => Event::BlocksOverridden { atoms },
         W::RunStopped { stop } => Event::RunStopped { stop },
     }
 }

@@ -352,10 +352,11 @@ pub struct Atom {
     /// Read-only feasibility command, consulted after an environmental failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe: Option<String>,
-    /// Tool label for GGS and memory (default: the program name of `run`).
+    /// Tool label for GGS and memory (default: the program name of `run`,
+    /// inferred: then a failure blocks the atom's target, not the tool).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
-    /// Target label for GGS and memory.
+    /// Target label for GGS and memory (default: the atom's id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
     /// Kill the worker after this long.

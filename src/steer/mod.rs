@@ -79,6 +79,7 @@ pub struct Steer<'a> {
     atoms: &'a IndexMap<AtomId, Atom>,
     blocked_tools: &'a BTreeSet<String>,
     blocked_targets: &'a BTreeSet<String>,
+    allowed: &'a BTreeSet<AtomId>,
     directive: Option<MacroState>,
     failed_tools: BTreeSet<String>,
     recall: Option<Recall<'a>>,
@@ -91,6 +92,7 @@ impl<'a> Steer<'a> {
             atoms,
             blocked_tools: &ggs.blocked_tools,
             blocked_targets: &ggs.blocked_targets,
+            allowed: &ggs.allowed,
             directive: None,
             failed_tools: BTreeSet::new(),
             recall: None,
@@ -202,6 +204,10 @@ impl<'a> Steer<'a> {
 
     /// Returns why running `atom_id` would break the blocked sets, if it would.
     pub fn blocked(&self, atom_id: &str) -> Option<String> {
+        // The user's explicit choice overrides the blocked sets.
+        if self.allowed.contains(atom_id) {
+            return None;
+        }
         let atom = self.atoms.get(atom_id)?;
         if let Some(tool) = atom.tool().filter(|t| self.blocked_tools.contains(t)) {
             return Some(format!("`{atom_id}` uses blocked tool {tool}"));
@@ -326,6 +332,22 @@ c: { run: 'perl fix.pl', target: f }
             steer.refusal(&graph, "b").as_deref(),
             Some("`prep` uses blocked tool sed")
         );
+    }
+
+    #[test]
+    fn the_users_choice_overrides_the_blocked_sets() {
+        let s = state(SHAPE);
+        let graph = WorkGraph::new(&s);
+        let ggs = GgsState {
+            blocked_tools: ["sed".to_string()].into(),
+            allowed: ["a1".into()].into(),
+            ..GgsState::default()
+        };
+        let steer = Steer::new(&s.graph.atoms, &ggs);
+        assert_eq!(steer.blocked("a1"), None, "chosen by the user");
+        assert_eq!(steer.refusal(&graph, "a1"), None);
+        assert!(steer.blocked("a2").is_some(), "the block stands for the rest");
+        assert_eq!(ids(steer.rank(&graph, "root", &["a1", "a2", "b", "c"])), ["a1", "c"]);
     }
 
     #[test]

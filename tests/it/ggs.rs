@@ -22,6 +22,7 @@ pub fn sample_decision() -> Decision {
         outcomes: vec![Outcome {
             atom: Some("build".into()),
             tool: Some("cargo".into()),
+            tool_declared: true,
             target: Some("build".into()),
             solved: false,
             verdicts: vec![Verdict {
@@ -36,6 +37,7 @@ pub fn sample_decision() -> Decision {
             }],
             attempts: 1,
             subtree_tools: vec!["cargo".into()],
+            subtree_targets: Vec::new(),
         }],
         elapsed_ms: 1_000,
         time_budget_ms: 300_000,
@@ -65,6 +67,7 @@ fn outcome() -> impl Strategy<Value = Outcome> {
             |(atom, tool, target, verdicts, trajectory, attempts, subtree)| Outcome {
                 atom: Some(atom.into()),
                 tool: Some(tool.into()),
+                tool_declared: true,
                 target: Some(target.into()),
                 solved: verdicts.iter().all(|(passed, _, _)| *passed),
                 verdicts: verdicts
@@ -96,6 +99,7 @@ fn outcome() -> impl Strategy<Value = Outcome> {
                     .collect(),
                 attempts,
                 subtree_tools: subtree.into_iter().map(String::from).collect(),
+                subtree_targets: Vec::new(),
             },
         )
 }
@@ -321,8 +325,8 @@ fn a_logical_failure_breaks_symmetry_and_the_blocked_tool_never_runs_again() {
             "grep -q fixed input.txt",
             "{ max_retries: 2, max_parallel_agents: 1 }",
             "    fix: { or: [sed-a, sed-b, python-fix] }
-    sed-a: { run: sed -n p input.txt, check: [grep -q fixed input.txt] }
-    sed-b: { run: sed -n p input.txt > sed-b-ran, check: [grep -q fixed input.txt] }
+    sed-a: { run: sed -n p input.txt, check: [grep -q fixed input.txt], tool: sed }
+    sed-b: { run: sed -n p input.txt > sed-b-ran, check: [grep -q fixed input.txt], tool: sed }
     python-fix: { run: echo fixed > input.txt, tool: python }
 ",
         ),
@@ -356,8 +360,8 @@ fn nothing_that_qualifies_stops_exhausted_naming_what_was_tried_and_refused() {
             "false",
             "{ max_retries: 0 }",
             "    fix: { or: [sed-a, sed-b] }
-    sed-a: { run: sed -n p /dev/null, check: [\"false\"] }
-    sed-b: { run: sed -n p /dev/null }
+    sed-a: { run: sed -n p /dev/null, check: [\"false\"], tool: sed }
+    sed-b: { run: sed -n p /dev/null, tool: sed }
 ",
         ),
     );
@@ -591,7 +595,7 @@ fn a_spent_budget_abandons_and_says_how_to_raise_it() {
         result
             .next_moves
             .iter()
-            .any(|m| m.contains("aot redirect --set max_replans=N")),
+            .any(|m| m.contains("`aot redirect --set max_replans=3 --set time_budget=600s`, then `aot start`")),
         "{:#?}",
         result.next_moves
     );

@@ -189,6 +189,9 @@ fn one_of_each() -> Vec<Event> {
             why: "graph.atoms.b.deps: unknown atom `nope`".into(),
             kept: "plan.rejected-1.yaml".into(),
         },
+        Event::BlocksOverridden {
+            atoms: vec!["patch-b".into()],
+        },
     ];
     for event in &events {
         match event {
@@ -216,6 +219,7 @@ fn one_of_each() -> Vec<Event> {
             | Event::BaseCaseChecked { .. }
             | Event::RunPaused {}
             | Event::EditRejected { .. }
+            | Event::BlocksOverridden { .. }
             | Event::RunStopped { .. } => {}
         }
     }
@@ -281,7 +285,7 @@ fn golden_records_round_trip_byte_for_byte() {
 fn golden_records_before_v5() -> Vec<Record> {
     golden_records()
         .into_iter()
-        .filter(|r| r.event.kind() != "edit_rejected")
+        .filter(|r| !["edit_rejected", "blocks_overridden"].contains(&r.event.kind()))
         .map(|mut r| {
             if let Event::AttemptFailed { ended, .. } | Event::AtomFailed { ended, .. } = &mut r.event {
                 *ended = Default::default();

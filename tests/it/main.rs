@@ -13,6 +13,7 @@ mod graph_props;
 mod hostile;
 mod journal;
 mod memory;
+mod moves;
 mod roundtrip;
 mod run;
 mod schema;
