@@ -102,12 +102,16 @@ pub fn describe(record: &Record, verbose: bool) -> Option<String> {
                     )
                 })
                 .collect();
-            format!(
-                "  ⚖ memory at {}: {} → order {}",
-                calibration.group,
-                alternatives.join(", "),
-                calibration.order.join(", ")
-            )
+            if alternatives.is_empty() {
+                format!("  ⚖ memory at {}: no alternative left to rank", calibration.group)
+            } else {
+                format!(
+                    "  ⚖ memory at {}: {} → order {}",
+                    calibration.group,
+                    alternatives.join(", "),
+                    calibration.order.join(", ")
+                )
+            }
         }
         Event::BaseCaseChecked { evidence } => format!(
             "  ? base case `{}` → {} ({} ms)",

@@ -121,7 +121,7 @@ fn list(ctx: &Context) -> Result<i32, CliError> {
             age(now, m.t),
             m.attention(now),
             m.decision(now),
-            m.state
+            shown_state(m)
         );
     }
     Ok(EXIT_OK)
@@ -152,7 +152,7 @@ fn query(ctx: &Context, space: &str, entity: &str) -> Result<i32, CliError> {
         outln!(
             "  {} {} {:>5} f {:.2} σ {:+.1} k {:.2}  {}",
             level(m.level),
-            m.state,
+            shown_state(m),
             age(now, m.t),
             m.f,
             m.sigma,
@@ -194,4 +194,14 @@ fn dream(ctx: &Context, dry_run: bool) -> Result<i32, CliError> {
         outln!("  ↓ {id}: C → K (k 0.05)");
     }
     Ok(EXIT_OK)
+}
+
+/// A Megram's state as a person reads it: a failure written in a round GGS
+/// judged within tolerance is not a "success".
+fn shown_state(m: &memory::Megram) -> &str {
+    if m.state == "success" && m.sigma < 0.0 {
+        "within tolerance (D ≤ δ)"
+    } else {
+        &m.state
+    }
 }

@@ -223,9 +223,44 @@ impl From<aot::store::StoreError> for CliError {
             StoreError::AlreadyRunning { .. } => {
                 CliError::new(error.to_string()).hint("`aot stop` stops it; `aot status` shows what it is doing")
             }
+            StoreError::Io { ref path, ref source } => {
+                let hint = unwritable_hint(path, source);
+                let error = CliError::new(error.to_string());
+                match hint {
+                    Some(hint) => error.hint(hint),
+                    None => error,
+                }
+            }
+            StoreError::Journal(aot::journal::JournalError::Io { ref path, ref source }) => {
+                let hint = unwritable_hint(path, source);
+                let error = CliError::new(error.to_string());
+                match hint {
+                    Some(hint) => error.hint(hint),
+                    None => error,
+                }
+            }
             other => CliError::new(other.to_string()),
         }
     }
+}
+
+/// A hint for a file aot could not write because its folder is read-only.
+fn unwritable_hint(path: &std::path::Path, source: &std::io::Error) -> Option<String> {
+    let read_only = matches!(
+        source.kind(),
+        std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+    );
+    read_only.then(|| {
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map_or(".".to_string(), |p| p.display().to_string());
+        format!(
+            "{dir} is not writable: aot keeps the state file's journal and its `.aot/` folder (locks, memory) beside it; \
+             make the folder writable, or copy the state file to a folder you can write (e.g. `cp {} /tmp/`) and use --state there",
+            path.file_name().map_or("the state file".into(), |n| n.to_string_lossy().into_owned())
+        )
+    })
 }
 
 impl From<aot::state::document::ReadError> for CliError {
@@ -311,5 +346,25 @@ pub fn main() -> i32 {
             }
             error.code
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_only_folder_gets_a_hint_that_names_it() {
+        let path = std::path::Path::new("/srv/work/aot.yaml.journal.jsonl");
+        for kind in [
+            std::io::ErrorKind::PermissionDenied,
+            std::io::ErrorKind::ReadOnlyFilesystem,
+        ] {
+            let hint = unwritable_hint(path, &std::io::Error::from(kind)).expect("a hint");
+            assert!(hint.starts_with("/srv/work is not writable"), "{hint}");
+            assert!(hint.contains("--state"), "{hint}");
+        }
+        let other = std::io::Error::from(std::io::ErrorKind::NotFound);
+        assert_eq!(unwritable_hint(path, &other), None);
     }
 }

@@ -288,6 +288,9 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
             Notice::JournalStarted => {}
         }
     }
+    for warning in aot::state::validate::warnings(&state) {
+        warn(&format!("{}: {warning}", ctx.label()));
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         // The state file is re-read on these threads: the main thread's

@@ -27,13 +27,21 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
         let label = file.display().to_string();
         match document::read(file) {
             Ok(doc) => {
+                let warnings = aot::state::validate::warnings(&doc.state);
                 if ctx.json {
-                    reports.push(
-                        json!({"file": label, "valid": true, "atoms": doc.state.graph.atoms.len(), "errors": []}),
-                    );
+                    reports.push(json!({
+                        "file": label,
+                        "valid": true,
+                        "atoms": doc.state.graph.atoms.len(),
+                        "errors": [],
+                        "warnings": warnings,
+                    }));
                 } else {
                     let n = doc.state.graph.atoms.len();
                     outln!("{label}: valid ({n} atom{})", if n == 1 { "" } else { "s" });
+                    for warning in warnings {
+                        errln!("warning: {label}: {warning}");
+                    }
                 }
             }
             Err(ReadError::Invalid(diagnostics)) => {

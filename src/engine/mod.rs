@@ -419,7 +419,10 @@ impl<'a> Engine<'a> {
         let max_iterations = self.max_iterations();
         loop {
             if self.state.run.iteration >= max_iterations {
-                let message = format!("{max_iterations} iterations done and the base case does not hold");
+                let message = format!(
+                    "{max_iterations} iteration{} done and the base case does not hold",
+                    if max_iterations == 1 { "" } else { "s" }
+                );
                 return self.stop(StopReason::IterationLimit, message, None);
             }
             if let Some(ended) = self.iteration().await? {
@@ -457,7 +460,10 @@ impl<'a> Engine<'a> {
         }
         if round.limit_reached {
             let max = self.max_iterations();
-            let message = format!("{max} iterations done and the base case does not hold");
+            let message = format!(
+                "{max} iteration{} done and the base case does not hold",
+                if max == 1 { "" } else { "s" }
+            );
             return self.stop(StopReason::IterationLimit, message, None).map(Some);
         }
         if !round.failures.is_empty()

@@ -320,14 +320,16 @@ impl Engine<'_> {
             };
             let Some(atom) = &outcome.atom else { continue };
             let content = format!(
-                "`{atom}` failed {} ({meaning}) in round {} ({})",
-                failed.criterion, decision.round, decision.directive
+                "`{atom}` failed {} ({meaning}); GGS round {}: {}",
+                failed.criterion,
+                decision.round,
+                decision.directive.shown()
             );
             entries.extend(self.megram(tool, target, decision.directive.as_str(), row, content));
         }
         // An abandon's terminal Megram is written with the task's end (remember_end).
         if decision.directive == MacroState::Success {
-            let content = format!("{}: {}", decision.directive, decision.rationale);
+            let content = format!("{}: {}", decision.directive.shown(), decision.rationale);
             entries.extend(self.terminal(decision.directive.as_str(), content));
         }
         self.remember(entries);

@@ -79,6 +79,15 @@ impl MacroState {
         }
     }
 
+    /// Returns the name as a person reads it: `success` on a round that
+    /// failed would read as a lie, so it is shown as what it means.
+    pub fn shown(self) -> &'static str {
+        match self {
+            MacroState::Success => "within tolerance (D ≤ δ)",
+            other => other.as_str(),
+        }
+    }
+
     /// Returns whether the run goes on after this state (everything but abandon).
     pub fn continues(self) -> bool {
         self != MacroState::Abandon
@@ -330,7 +339,7 @@ impl Decision {
             self.grad_l,
             self.gradient.arrow(),
             self.loss.omega * 100.0,
-            self.directive
+            self.directive.shown()
         )
     }
 }

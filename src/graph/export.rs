@@ -27,6 +27,23 @@ fn kind(atom: &Atom) -> &'static str {
     }
 }
 
+/// A solved atom's binding summary, cut to 40 characters: what both
+/// renderings show under the status.
+fn summary(state: &StateFile, id: &str, atom: &Atom) -> Option<String> {
+    let binding = state.bindings.get(id).filter(|_| atom.status == AtomStatus::Solved)?;
+    let summary: String = binding.summary.chars().take(40).collect();
+    Some(summary)
+}
+
+/// Mermaid label text: quotes and angle brackets as entity codes, so a
+/// summary can neither end the label nor open an HTML tag.
+fn mermaid_text(text: &str) -> String {
+    text.replace('#', "#35;")
+        .replace('"', "#quot;")
+        .replace('<', "#lt;")
+        .replace('>', "#gt;")
+}
+
 fn dot_string(text: &str) -> String {
     let escaped = text.replace('\\', "\\\\").replace('"', "\\\"");
     format!("\"{escaped}\"")
@@ -40,9 +57,8 @@ pub fn dot(state: &StateFile) -> String {
     for (id, atom) in &state.graph.atoms {
         let shape = if atom.or.is_some() { ", shape=diamond" } else { "" };
         let mut label = format!("{id}\\n{} · {}", kind(atom), atom.status.as_str());
-        if let Some(binding) = state.bindings.get(id).filter(|_| atom.status == AtomStatus::Solved) {
-            let summary: String = binding.summary.chars().take(40).collect();
-            label.push_str(&format!("\\n→ {}", summary.replace('"', "'")));
+        if let Some(summary) = summary(state, id, atom) {
+            label.push_str(&format!("\\n→ {}", summary.replace('\\', "\\\\").replace('"', "'")));
         }
         let _ = writeln!(
             out,
@@ -83,7 +99,10 @@ pub fn mermaid(state: &StateFile) -> String {
     let mut out = String::from("flowchart LR\n");
     let index = |id: &str| state.graph.atoms.get_index_of(id).map(mermaid_id).unwrap_or_default();
     for (i, (id, atom)) in state.graph.atoms.iter().enumerate() {
-        let label = format!("{id}<br/>{} · {}", kind(atom), atom.status.as_str()).replace('"', "'");
+        let mut label = format!("{}<br/>{} · {}", mermaid_text(id), kind(atom), atom.status.as_str());
+        if let Some(summary) = summary(state, id, atom) {
+            label.push_str(&format!("<br/>→ {}", mermaid_text(&summary)));
+        }
         let node = if atom.or.is_some() {
             format!("{{\"{label}\"}}")
         } else {

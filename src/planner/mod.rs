@@ -132,7 +132,7 @@ pub fn plan(request: &PlanRequest<'_>) -> Plan {
                 } else {
                     format!(
                         "{failure}; no alternative left under {} ({})",
-                        decision.directive,
+                        decision.directive.shown(),
                         tried.join("; ")
                     )
                 };
@@ -151,7 +151,7 @@ pub fn plan(request: &PlanRequest<'_>) -> Plan {
             "every atom is solved but the base case still fails ({}): {}; no alternative left under {}",
             evidence.exit_code.map_or("killed".into(), |c| format!("exit {c}")),
             last_lines(&evidence.output_tail, 3),
-            decision.directive
+            decision.directive.shown()
         );
         return Plan::Exhausted {
             events: board.events,

@@ -204,7 +204,17 @@ pub fn parse(label: &str, text: &str, format: Format) -> Result<StateFile, Diagn
             Diagnostic::new(format!("invalid JSON: {message}")).at(Some(loc)),
         ]));
     }
-    let root = spans::parse(text).map_err(|e| fail(vec![saphyr_diagnostic(&e)]))?;
+    // A duplicate key is one problem among others: it is reported, and the
+    // file is read on (the last value wins) to find the rest.
+    let mut errors = Vec::new();
+    let root = match spans::parse(text) {
+        Ok(root) => root,
+        Err(e) if e.to_string().contains("duplicate mapping key") => {
+            errors.push(saphyr_diagnostic(&e));
+            spans::parse_last_key_wins(text).map_err(|e| fail(vec![saphyr_diagnostic(&e)]))?
+        }
+        Err(e) => return Err(fail(vec![saphyr_diagnostic(&e)])),
+    };
     if !matches!(root.kind, NodeKind::Map(_)) {
         return Err(fail(vec![
             Diagnostic::new(format!(
@@ -216,10 +226,10 @@ pub fn parse(label: &str, text: &str, format: Format) -> Result<StateFile, Diagn
         ]));
     }
     let shape = validate::check_shape(&root, crate::state::schema::state_schema());
-    if !shape.errors.is_empty() {
+    if !shape.errors.is_empty() || !errors.is_empty() {
         // Read what can be read without the unknown keys, so graph problems are
         // reported in the same run rather than after the first fix.
-        let mut errors = shape.errors;
+        errors.extend(shape.errors);
         let lenient = validate::to_json_without(&root, &shape.unknown_keys);
         if let Ok(state) = serde_json::from_value::<StateFile>(lenient) {
             errors.extend(validate::check_semantics(&state, Some(&root)));

@@ -644,7 +644,7 @@ impl StateFile {
     pub fn failure_line(&self, id: &str) -> String {
         match self.last_failure(id) {
             Some((_, criterion, message)) => {
-                format!("`{id}` ({criterion}): {}", crate::model::text::first_line(message))
+                format!("`{id}` ({criterion}): {}", crate::model::text::headline(message))
             }
             None => format!("`{id}`"),
         }

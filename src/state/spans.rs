@@ -124,6 +124,16 @@ pub fn parse(text: &str) -> Result<Node, serde_saphyr::Error> {
     serde_saphyr::from_str::<Node>(text)
 }
 
+/// Parses YAML text into a located tree where a repeated key keeps its last
+/// value: after a duplicate key is reported, the rest of the file is still
+/// checked.
+pub fn parse_last_key_wins(text: &str) -> Result<Node, serde_saphyr::Error> {
+    let options = serde_saphyr::options! {
+        duplicate_keys: serde_saphyr::DuplicateKeyPolicy::LastWins,
+    };
+    serde_saphyr::from_str_with_options::<Node>(text, options)
+}
+
 impl<'de> Deserialize<'de> for Node {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let spanned = Spanned::<Kind>::deserialize(deserializer)?;

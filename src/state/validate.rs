@@ -358,6 +358,21 @@ fn synonym(key: &str) -> Option<&'static str> {
 }
 
 /// Checks the graph and the other cross-field rules; returns every problem,
+/// Things that are valid but probably not what the author meant, as
+/// `field: message` lines: an OR atom with one alternative (no fallback).
+pub fn warnings(state: &StateFile) -> Vec<String> {
+    let mut out = Vec::new();
+    for (id, atom) in &state.graph.atoms {
+        if let Some([only]) = atom.or.as_deref() {
+            out.push(format!(
+                "graph.atoms.{id}: an OR atom with one alternative (`{only}`) has no fallback if it fails; \
+                 add an alternative, or depend on it directly (`deps: [{only}]`)"
+            ));
+        }
+    }
+    out
+}
+
 /// located through `root` when the document came from text.
 pub fn check_semantics(state: &StateFile, root: Option<&Node>) -> Vec<Diagnostic> {
     let mut errors = Vec::new();

@@ -262,7 +262,10 @@ fn graph_export_shows_progress_and_the_chosen_alternative() {
         .aot(&["--state", "or-fallback.yaml", "graph", "--format", "mermaid"])
         .stdout;
     assert!(mermaid.contains("n3 ==> n1"), "{mermaid}");
-    assert!(mermaid.contains("n0[\"setup<br/>run · solved\"]:::solved"), "{mermaid}");
+    assert!(
+        mermaid.contains("n0[\"setup<br/>run · solved<br/>→ out/ #quot;ready#quot;\"]:::solved"),
+        "the binding's summary, quotes as entities: {mermaid}"
+    );
 }
 
 #[test]

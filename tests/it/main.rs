@@ -14,6 +14,7 @@ mod hostile;
 mod journal;
 mod memory;
 mod moves;
+mod polish;
 mod roundtrip;
 mod run;
 mod schema;

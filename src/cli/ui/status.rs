@@ -217,7 +217,8 @@ pub fn render(file: &str, state: &StateFile) -> String {
     if !state.trail.is_empty() {
         out.push_str("\ntrail\n");
         for entry in &state.trail {
-            let _ = writeln!(out, "  {}", trail_line(entry));
+            // A failure's evidence spans lines: they stay under their entry.
+            let _ = writeln!(out, "  {}", trail_line(entry).replace('\n', "\n      "));
         }
     }
     let ggs = &run.ggs;
@@ -331,10 +332,24 @@ pub fn trail_line(entry: &TrailEntry) -> String {
             chosen,
             remaining,
             reason,
+        } if remaining.is_empty() => format!("{at} or_choice {group} → {chosen} ({reason})"),
+        TrailEntry::OrChoice {
+            at,
+            group,
+            chosen,
+            remaining,
+            reason,
         } => format!(
             "{at} or_choice {group} → {chosen} (remaining: {}; {reason})",
             remaining.join(", ")
         ),
+        TrailEntry::Backtrack {
+            at,
+            group,
+            from,
+            to,
+            reset,
+        } if reset.is_empty() => format!("{at} backtrack {group}: {from} → {to}"),
         TrailEntry::Backtrack {
             at,
             group,
