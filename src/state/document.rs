@@ -49,9 +49,26 @@ pub struct Document {
     pub state: StateFile,
     /// The leading comment lines, kept on save.
     pub header: String,
+    /// The user's part of a YAML file as written, kept byte for byte on save
+    /// while it says what the state's user part says.
+    pub user_text: Option<UserText>,
     /// Hash of the exact bytes read.
     pub hash: u64,
 }
+
+/// The user's part of a YAML state file — everything above the engine's
+/// section — as written, with what it says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UserText {
+    /// The text, byte for byte (a version-1 file's `version:` line bumped).
+    pub text: String,
+    /// What it says.
+    pub says: crate::state::disk::UserPart,
+}
+
+/// The comment line that opens the engine's section of a YAML state file.
+pub const ENGINE_MARKER: &str =
+    "# ── aot's record of the work, below: engine-owned, rewritten on every save (edit with care) ──";
 
 /// Why a state file could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -125,12 +142,68 @@ pub fn read(path: &Path) -> Result<Document, ReadError> {
 pub fn from_bytes(path: &Path, bytes: &[u8], hash: u64) -> Result<Document, Diagnostics> {
     let label = path.display().to_string();
     let text = decode(&label, bytes)?;
-    let state = parse(&label, text, Format::of(path))?;
+    let format = Format::of(path);
+    let state = parse(&label, text, format)?;
+    let user_text = match format {
+        Format::Yaml => user_text_of(text, &state),
+        Format::Json => None,
+    };
     Ok(Document {
         state,
         header: header_of(text),
+        user_text,
         hash,
     })
+}
+
+/// Finds the user's part of YAML state-file text: what lies above the engine
+/// marker (or, without it, above a top-level `status:`), or the whole text
+/// when there is no engine section. `None` when that part alone does not say
+/// exactly what `state`'s user part says — a file whose engine section is not
+/// last, or a version-1 file with engine fields among the user's — so a save
+/// renders the user part afresh rather than lose anything.
+pub fn user_text_of(text: &str, state: &StateFile) -> Option<UserText> {
+    let marker = format!("\n{ENGINE_MARKER}\n");
+    let candidate = match text.find(&marker) {
+        Some(i) => &text[..i],
+        None => {
+            let at = text
+                .match_indices("status:")
+                .map(|(i, _)| i)
+                .find(|&i| (i == 0 || text.as_bytes()[i - 1] == b'\n') && top_level_key_ends(&text[i + 7..]));
+            at.map_or(text, |i| &text[..i])
+        }
+    };
+    let mut says: crate::state::disk::UserPart = serde_saphyr::from_str(candidate).ok()?;
+    let mut candidate = candidate.to_string();
+    if says.version == 1 {
+        candidate = bump_version(&candidate)?;
+        says.version = crate::state::FORMAT_VERSION;
+    }
+    let (user, _) = crate::state::disk::split(state.clone());
+    (says == user).then_some(UserText { text: candidate, says })
+}
+
+/// Whether what follows `status:` ends the key (a value or a line break).
+fn top_level_key_ends(rest: &str) -> bool {
+    rest.is_empty() || rest.starts_with([' ', '\n', '\r', '\t'])
+}
+
+/// A version-1 text with its top-level `version: 1` line made `version: 2`.
+fn bump_version(text: &str) -> Option<String> {
+    let mut out = String::with_capacity(text.len());
+    let mut bumped = false;
+    for line in text.split_inclusive('\n') {
+        let value = line.strip_prefix("version:").map(str::trim_start);
+        match value {
+            Some(rest) if !bumped && rest.starts_with('1') && !rest[1..].starts_with(|c: char| c.is_ascii_digit() || c == '.') => {
+                out.push_str(&format!("version: {}{}", crate::state::FORMAT_VERSION, &rest[1..]));
+                bumped = true;
+            }
+            _ => out.push_str(line),
+        }
+    }
+    bumped.then_some(out)
 }
 
 /// The text of a state or plan file: within the size limit, UTF-8 (a BOM
@@ -382,15 +455,38 @@ pub fn header_of(text: &str) -> String {
 
 /// Returns the text of a state in `format`, after `header`.
 pub fn to_text(state: &StateFile, format: Format, header: &str) -> Result<String, String> {
+    render(state, format, header, None).map(|(text, _)| text)
+}
+
+/// Returns the text of a state in `format` and, for YAML, the user's part of
+/// it. The user's part is `kept` byte for byte when it says what `state`'s
+/// user part says; otherwise it is rendered afresh after `header` (the leading
+/// comments). The engine's section follows, after [`ENGINE_MARKER`]: a save
+/// rewrites that section and nothing else.
+pub fn render(
+    state: &StateFile,
+    format: Format,
+    header: &str,
+    kept: Option<&UserText>,
+) -> Result<(String, Option<UserText>), String> {
     match format {
         Format::Yaml => {
-            let body = serde_saphyr::to_string(state).map_err(|e| e.to_string())?;
-            Ok(format!("{header}{body}"))
+            let (user, engine) = crate::state::disk::split(state.clone());
+            let mut user_text = match kept.filter(|k| k.says == user) {
+                Some(kept) => kept.text.clone(),
+                None => format!("{header}{}", serde_saphyr::to_string(&user).map_err(|e| e.to_string())?),
+            };
+            if !user_text.ends_with('\n') {
+                user_text.push('\n');
+            }
+            let engine_text = serde_saphyr::to_string(&engine).map_err(|e| e.to_string())?;
+            let text = format!("{user_text}\n{ENGINE_MARKER}\n{engine_text}");
+            Ok((text, Some(UserText { text: user_text, says: user })))
         }
         Format::Json => {
             let mut body = serde_json::to_string_pretty(state).map_err(|e| e.to_string())?;
             body.push('\n');
-            Ok(body)
+            Ok((body, None))
         }
     }
 }

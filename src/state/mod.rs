@@ -1,12 +1,15 @@
 //! The state file (State Contract v1.2 plus the engine's sections).
 //!
 //! Ownership follows the Kubernetes spec/status split: the user owns `version`,
-//! `objective`, `control`, `workers` and each atom's definition; the engine owns
-//! each atom's `status`/`attempts`/`chosen`, `corrections`, `bindings`, `trail` and
-//! `run`. Values a user may leave out are `Option`s resolved by accessors, so that
-//! saving a file never adds or drops a line the user did or did not write.
+//! `objective`, `workers` and each atom's definition; the engine owns each
+//! atom's `status`/`attempts`/`chosen`, `control`, `corrections`, `bindings`,
+//! `trail` and `run`, which the file keeps apart under `status:` ([`disk`]).
+//! In memory they are one [`StateFile`]. Values a user may leave out are
+//! `Option`s resolved by accessors, and saves rewrite only the engine's
+//! section (`document::to_text`), so the user's text stays as written.
 
 pub mod diag;
+pub mod disk;
 pub mod document;
 pub mod schema;
 pub mod shell;
@@ -23,18 +26,16 @@ use crate::model::Criterion;
 use crate::model::time::{Span, Timestamp};
 pub use crate::model::{AtomId, Binding, FailureClass, StopReason};
 
-/// The only state-file format version this build reads and writes.
-pub const FORMAT_VERSION: u32 = 1;
+/// The state-file format version this build writes; it also reads (and
+/// migrates) version 1.
+pub const FORMAT_VERSION: u32 = 2;
 
-/// A whole state file.
+/// A whole state file, as the engine works on it. On disk it is a
+/// [`disk::StateFileOnDisk`]: the user's part, then the engine's `status:`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-#[schemars(
-    title = "aot state file",
-    description = "One piece of work driven by aot: objective, AND/OR graph of atoms, bindings, trail and run record"
-)]
+#[serde(from = "disk::StateFileOnDisk", into = "disk::StateFileOnDisk")]
 pub struct StateFile {
-    /// Format version; must be 1.
+    /// Format version; must be 2 (1 is migrated when read).
     pub version: u32,
     /// What must hold at the end, and why.
     pub objective: Objective,

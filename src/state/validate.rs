@@ -393,12 +393,12 @@ pub fn check_semantics(state: &StateFile, root: Option<&Node>) -> Vec<Diagnostic
     if state.version != FORMAT_VERSION {
         errors.push(
             Diagnostic::new(format!(
-                "unsupported version {}; this aot reads version {FORMAT_VERSION}",
+                "unsupported version {}; this aot reads versions 1 and {FORMAT_VERSION}",
                 state.version
             ))
             .field("version")
             .at(at(&["version"]))
-            .help("a file written by a newer aot needs that aot; set `version: 1` for this one"),
+            .help("a file written by a newer aot needs that aot; this one writes `version: 2` and migrates `version: 1`"),
         );
     }
     if let Some(base) = &state.objective.base_case

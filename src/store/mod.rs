@@ -259,6 +259,9 @@ struct Base {
     hash: u64,
     state: StateFile,
     header: String,
+    /// The user's part of the file as last read or written (YAML), kept byte
+    /// for byte by the next save while the state's user part is unchanged.
+    user_text: Option<document::UserText>,
 }
 
 /// How a compaction went.
@@ -393,6 +396,7 @@ impl Store {
             hash: 0,
             state: state.clone(),
             header: header.to_string(),
+            user_text: None,
         });
         let snapshot = Event::snapshot(&state);
         self.append_and_apply(&mut state, vec![snapshot])?;
@@ -454,6 +458,7 @@ impl Store {
             Some(DiskState::Changed(doc)) => {
                 if let Some(base) = &mut self.base {
                     base.header = doc.header.clone();
+                    base.user_text = doc.user_text.clone();
                 }
                 let base_revision = self.base.as_ref().map_or(0, |b| b.state.run.revision);
                 if let Some(expected) = self.expected_before(&doc.state, base_revision)?
@@ -478,7 +483,7 @@ impl Store {
         }
         if let Some(reason) = conflict {
             let rejected = self.paths.next_rejected(self.format);
-            let text = self.render(state.state())?;
+            let (text, _) = self.render(state.state())?;
             write_atomic(&rejected, text.as_bytes()).map_err(io_error(&rejected))?;
             return Err(StoreError::Conflict {
                 state: self.paths.state.clone(),
@@ -615,8 +620,15 @@ impl Store {
             return Ok(false);
         }
         self.disk_hash = Some(seen);
-        if let (Ok(text), Some(base)) = (std::fs::read_to_string(&self.paths.state), &mut self.base) {
-            base.header = document::header_of(&text);
+        if let (Ok(bytes), Some(base)) = (std::fs::read(&self.paths.state), &mut self.base) {
+            // The edit was taken in (or set aside): its user text is what to keep.
+            match document::from_bytes(&self.paths.state, &bytes, seen) {
+                Ok(doc) => {
+                    base.header = doc.header;
+                    base.user_text = doc.user_text;
+                }
+                Err(_) => base.header = document::header_of(&String::from_utf8_lossy(&bytes)),
+            }
         }
         self.write(state.state())?;
         Ok(true)
@@ -697,9 +709,10 @@ impl Store {
         Ok(records)
     }
 
-    fn render(&self, state: &StateFile) -> Result<String, StoreError> {
+    fn render(&self, state: &StateFile) -> Result<(String, Option<document::UserText>), StoreError> {
         let header = self.base.as_ref().map_or("", |b| b.header.as_str());
-        document::to_text(state, self.format, header).map_err(StoreError::Serialize)
+        let kept = self.base.as_ref().and_then(|b| b.user_text.as_ref());
+        document::render(state, self.format, header, kept).map_err(StoreError::Serialize)
     }
 
     /// Returns the edits that were written to the file while this store was
@@ -717,7 +730,7 @@ impl Store {
     /// an edit made in between is kept as `<state>.rejected-<n>` (`take_preserved`).
     fn write(&mut self, state: &StateFile) -> Result<(), StoreError> {
         self.ensure_journal()?.sync()?;
-        let text = self.render(state)?;
+        let (text, user_text) = self.render(state)?;
         let path = self.paths.state.clone();
         let dir = self.paths.dir().to_path_buf();
         let io = io_error(&path);
@@ -774,6 +787,7 @@ impl Store {
             hash,
             state: state.clone(),
             header,
+            user_text,
         });
         Ok(())
     }
@@ -834,6 +848,7 @@ impl Store {
                     hash: doc.hash,
                     state: doc.state.clone(),
                     header: doc.header,
+                    user_text: doc.user_text,
                 });
                 self.unsaved.retain(|r| r.seq > doc.state.run.revision);
                 if !behind.is_empty() {
@@ -861,6 +876,7 @@ impl Store {
             hash: doc.hash,
             state: doc.state.clone(),
             header: doc.header.clone(),
+            user_text: doc.user_text.clone(),
         });
         self.unsaved.clear();
         self.disk_hash = Some(doc.hash);

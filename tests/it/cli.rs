@@ -99,11 +99,11 @@ fn replay_check_agrees_after_commits_and_shows_a_diff_when_not() {
     --- journal (replayed)
     +++ single.yaml
     @@ -26,4 +26,4 @@
-       status: idle
-       revision: 2
-    -  iteration: 1
-    +  iteration: 9
-       replans: 0
+         status: idle
+         revision: 2
+    -    iteration: 1
+    +    iteration: 9
+         replans: 0
     [exit 1]
     ");
 

@@ -743,5 +743,7 @@ fn each_check_ends_an_iteration_and_the_limit_counts_them() {
         .values()
         .filter(|a| a.status == AtomStatus::Solved)
         .count();
-    assert!((2..=3).contains(&solved), "two fan-ins, two checks: {solved} solved");
+    // Two fan-ins, two checks; atoms run on while a check runs, so on a
+    // loaded machine one more may finish before the second check ends.
+    assert!((2..=4).contains(&solved), "two fan-ins, two checks: {solved} solved");
 }

@@ -1,0 +1,218 @@
+//! The state file as written: the user's part (`version`, `objective`,
+//! `workers`, `graph` with atom definitions only) and, at the end, the
+//! engine's part under `status:` (each atom's progress, control requests,
+//! corrections, bindings, trail and run record) — the spec/status split of a
+//! Kubernetes object in one file. Version 1 kept the engine's record at the
+//! top level and inside each atom; it is read and migrated.
+
+use indexmap::IndexMap;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{
+    Atom, AtomId, AtomStatus, Binding, Control, Correction, FORMAT_VERSION, Graph, Objective, RunState, StateFile,
+    TrailEntry, Workers,
+};
+
+/// A state file as text holds it.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(
+    rename = "StateFile",
+    title = "aot state file",
+    description = "One piece of work driven by aot: the objective and the AND/OR graph of atoms you write, then the engine's record under `status`"
+)]
+pub struct StateFileOnDisk {
+    /// Format version: 2 (a version-1 file is read and migrated).
+    pub version: u32,
+    /// What must hold at the end, and why.
+    pub objective: Objective,
+    /// Workers that run `agent` atoms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<Workers>,
+    /// The AND/OR work graph: atom definitions.
+    pub graph: Graph,
+    /// The engine's record (engine-owned; aot rewrites this section, and only
+    /// this section, of the file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<EngineSection>,
+    /// Version 1 only: requests to a running loop (now `status.control`).
+    #[serde(default, skip_serializing)]
+    pub control: Option<Control>,
+    /// Version 1 only: corrections (now `status.corrections`).
+    #[serde(default, skip_serializing)]
+    pub corrections: Option<Vec<Correction>>,
+    /// Version 1 only: bindings (now `status.bindings`).
+    #[serde(default, skip_serializing)]
+    pub bindings: Option<IndexMap<AtomId, Binding>>,
+    /// Version 1 only: the trail (now `status.trail`).
+    #[serde(default, skip_serializing)]
+    pub trail: Option<Vec<TrailEntry>>,
+    /// Version 1 only: the run record (now `status.run`).
+    #[serde(default, skip_serializing)]
+    pub run: Option<RunState>,
+}
+
+/// The engine-owned section of a state file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EngineSection {
+    /// Requests to a running loop (`aot stop`, `aot redirect` write these;
+    /// `stop_requested: true` written here by hand stops a running loop too).
+    #[serde(default)]
+    pub control: Control,
+    /// Each atom's progress, for atoms that made any.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub atoms: IndexMap<AtomId, Progress>,
+    /// Result summaries of solved atoms, by atom id.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub bindings: IndexMap<AtomId, Binding>,
+    /// OR choices, backtracks, failures and user corrections, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trail: Vec<TrailEntry>,
+    /// Every redirect or accepted hand edit, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub corrections: Vec<Correction>,
+    /// The run record.
+    #[serde(default)]
+    pub run: RunState,
+}
+
+/// An atom's progress (engine-owned).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Progress {
+    /// Lifecycle state.
+    #[serde(default, skip_serializing_if = "is_pending")]
+    pub status: AtomStatus,
+    /// Attempts made so far.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub attempts: u32,
+    /// For `or` atoms: the alternative currently selected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chosen: Option<AtomId>,
+}
+
+fn is_pending(status: &AtomStatus) -> bool {
+    *status == AtomStatus::Pending
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl Progress {
+    fn of(atom: &Atom) -> Self {
+        Progress {
+            status: atom.status,
+            attempts: atom.attempts,
+            chosen: atom.chosen.clone(),
+        }
+    }
+}
+
+impl From<StateFileOnDisk> for StateFile {
+    fn from(disk: StateFileOnDisk) -> StateFile {
+        // Version 1 is migrated as it is read; any other number is kept for
+        // validation to report.
+        let version = if disk.version == 1 { FORMAT_VERSION } else { disk.version };
+        let section = disk.status;
+        let mut atoms = disk.graph.atoms;
+        if let Some(section) = &section {
+            for (id, atom) in &mut atoms {
+                if let Some(progress) = section.atoms.get(id) {
+                    atom.status = progress.status;
+                    atom.attempts = progress.attempts;
+                    atom.chosen = progress.chosen.clone();
+                }
+            }
+        }
+        let section = section.unwrap_or_default();
+        StateFile {
+            version,
+            objective: disk.objective,
+            control: disk.control.unwrap_or(section.control),
+            workers: disk.workers,
+            corrections: disk.corrections.unwrap_or(section.corrections),
+            graph: Graph { atoms },
+            bindings: disk.bindings.unwrap_or(section.bindings),
+            trail: disk.trail.unwrap_or(section.trail),
+            run: disk.run.unwrap_or(section.run),
+        }
+    }
+}
+
+impl From<StateFile> for StateFileOnDisk {
+    fn from(state: StateFile) -> StateFileOnDisk {
+        let (user, section) = split(state);
+        StateFileOnDisk {
+            version: user.version,
+            objective: user.objective,
+            workers: user.workers,
+            graph: user.graph,
+            status: Some(section.status),
+            control: None,
+            corrections: None,
+            bindings: None,
+            trail: None,
+            run: None,
+        }
+    }
+}
+
+/// The user's part of a state file, as written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserPart {
+    /// Format version.
+    pub version: u32,
+    /// The objective.
+    pub objective: Objective,
+    /// Workers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<Workers>,
+    /// Atom definitions.
+    pub graph: Graph,
+}
+
+/// The engine's part of a state file, as written: one `status:` key.
+#[derive(Debug, Clone, Serialize)]
+pub struct EnginePart {
+    /// The section.
+    pub status: EngineSection,
+}
+
+/// Splits a state into what its user owns and what the engine owns.
+pub fn split(state: StateFile) -> (UserPart, EnginePart) {
+    let progress: IndexMap<AtomId, Progress> = state
+        .graph
+        .atoms
+        .iter()
+        .map(|(id, atom)| (id.clone(), Progress::of(atom)))
+        .filter(|(_, p)| *p != Progress::default())
+        .collect();
+    let atoms = state
+        .graph
+        .atoms
+        .into_iter()
+        .map(|(id, atom)| (id, atom.definition()))
+        .collect();
+    (
+        UserPart {
+            version: state.version,
+            objective: state.objective,
+            workers: state.workers,
+            graph: Graph { atoms },
+        },
+        EnginePart {
+            status: EngineSection {
+                control: state.control,
+                atoms: progress,
+                bindings: state.bindings,
+                trail: state.trail,
+                corrections: state.corrections,
+                run: state.run,
+            },
+        },
+    )
+}
