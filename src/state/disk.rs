@@ -115,7 +115,11 @@ impl From<StateFileOnDisk> for StateFile {
     fn from(disk: StateFileOnDisk) -> StateFile {
         // Version 1 is migrated as it is read; any other number is kept for
         // validation to report.
-        let version = if disk.version == 1 { FORMAT_VERSION } else { disk.version };
+        let version = if disk.version == 1 {
+            FORMAT_VERSION
+        } else {
+            disk.version
+        };
         let section = disk.status;
         let mut atoms = disk.graph.atoms;
         if let Some(section) = &section {

@@ -196,7 +196,11 @@ fn bump_version(text: &str) -> Option<String> {
     for line in text.split_inclusive('\n') {
         let value = line.strip_prefix("version:").map(str::trim_start);
         match value {
-            Some(rest) if !bumped && rest.starts_with('1') && !rest[1..].starts_with(|c: char| c.is_ascii_digit() || c == '.') => {
+            Some(rest)
+                if !bumped
+                    && rest.starts_with('1')
+                    && !rest[1..].starts_with(|c: char| c.is_ascii_digit() || c == '.') =>
+            {
                 out.push_str(&format!("version: {}{}", crate::state::FORMAT_VERSION, &rest[1..]));
                 bumped = true;
             }
@@ -481,7 +485,13 @@ pub fn render(
             }
             let engine_text = serde_saphyr::to_string(&engine).map_err(|e| e.to_string())?;
             let text = format!("{user_text}\n{ENGINE_MARKER}\n{engine_text}");
-            Ok((text, Some(UserText { text: user_text, says: user })))
+            Ok((
+                text,
+                Some(UserText {
+                    text: user_text,
+                    says: user,
+                }),
+            ))
         }
         Format::Json => {
             let mut body = serde_json::to_string_pretty(state).map_err(|e| e.to_string())?;

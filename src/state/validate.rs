@@ -398,7 +398,9 @@ pub fn check_semantics(state: &StateFile, root: Option<&Node>) -> Vec<Diagnostic
             ))
             .field("version")
             .at(at(&["version"]))
-            .help("a file written by a newer aot needs that aot; this one writes `version: 2` and migrates `version: 1`"),
+            .help(
+                "a file written by a newer aot needs that aot; this one writes `version: 2` and migrates `version: 1`",
+            ),
         );
     }
     if let Some(base) = &state.objective.base_case

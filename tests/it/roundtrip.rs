@@ -40,3 +40,130 @@ fn literal_block_scalars_stay_literal() {
         "the multi-line command must stay a literal block:\n{text}"
     );
 }
+
+/// The user's text of a state file: comments, flow style, key order, blank lines.
+const COMMENTED: &str = "# My plan. Comments stay where I put them.
+version: 2
+objective:
+  goal: test   # an inline comment
+  background_intent: test
+  deliverables: test
+  definition_of_done: test
+  base_case: { command: 'test -f c.done' }
+
+graph:
+  atoms:
+    # the first step
+    a: { run: \"echo 'summary: a done'\" }
+    b: { run: 'touch b.done', deps: [a] }   # flow style
+
+    c:
+      deps: [b]
+      run: touch c.done
+";
+
+/// The text above the engine's marker, which aot must never change.
+fn user_part(text: &str) -> &str {
+    let marker = format!("\n{}\n", aot::state::document::ENGINE_MARKER);
+    text.find(&marker).map_or(text, |i| &text[..i])
+}
+
+#[test]
+fn a_commented_flow_styled_file_run_to_completion_keeps_its_user_part_byte_for_byte() {
+    let env = TestEnv::new();
+    env.write("aot.yaml", COMMENTED);
+    let run = env.aot(&["start"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    let text = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
+    assert_eq!(user_part(&text), COMMENTED, "the whole file:\n{text}");
+    let state = document::read(&env.path("aot.yaml")).unwrap().state;
+    assert_eq!(state.graph.atoms["c"].status, aot::state::AtomStatus::Solved);
+    assert!(text.contains("\nstatus:\n"), "{text}");
+    // The engine's section is the file's end, and the only thing after the user's part.
+    assert_eq!(text.matches(aot::state::document::ENGINE_MARKER).count(), 1);
+
+    // Stop, redirect a constraint and resume: the user's part is still as written.
+    assert_eq!(env.aot(&["stop"]).code, 0);
+    assert_eq!(env.aot(&["redirect", "--set", "max_retries=2"]).code, 0);
+    let text = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
+    assert_ne!(user_part(&text), COMMENTED, "a constraint is the user's: the part is rendered anew");
+    assert!(text.contains("max_retries: 2"), "{text}");
+}
+
+#[test]
+fn a_hand_edit_becomes_the_text_that_is_kept() {
+    let env = TestEnv::new();
+    env.write("aot.yaml", COMMENTED);
+    assert_eq!(env.aot(&["start"]).code, 0);
+    let text = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
+    let edited = text.replacen(
+        "    c:\n",
+        "    # added by hand\n    d: { run: 'touch d.done', deps: [c] }\n\n    c:\n",
+        1,
+    );
+    // ...and ask for the new atom's output, so the run does work and saves.
+    let edited = edited.replacen("test -f c.done", "test -f d.done", 1);
+    std::fs::write(env.path("aot.yaml"), &edited).unwrap();
+    let run = env.aot(&["start"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    let text = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
+    assert_eq!(user_part(&text), user_part(&edited), "the edited text is the user's part now");
+    assert!(env.path("d.done").exists());
+}
+
+#[test]
+fn a_version_1_file_is_migrated_keeping_its_text_or_moving_the_engines_fields() {
+    // Written by hand: the text is kept, only the version line changes.
+    let env = TestEnv::new();
+    let v1 = COMMENTED.replace("version: 2", "version: 1");
+    env.write("aot.yaml", &v1);
+    assert_eq!(env.aot(&["start"]).code, 0);
+    let text = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
+    assert_eq!(user_part(&text), COMMENTED, "{text}");
+
+    // Written by an older aot, with its record inline: moved under `status:`.
+    let env = TestEnv::new();
+    let old = "version: 1
+objective:
+  goal: test
+  background_intent: test
+  deliverables: test
+  definition_of_done: test
+  base_case: { command: 'test -f b.done' }
+control:
+  stop_requested: true
+  stop_reason: lunch
+  redirect_requested: false
+corrections: []
+graph:
+  atoms:
+    a:
+      run: \"echo 'summary: a done'\"
+      status: solved
+      attempts: 1
+    b:
+      run: touch b.done
+      deps: [a]
+bindings:
+  a: { summary: a done, at: '2026-01-01T00:00:00Z', attempt: 1 }
+trail: []
+run: { status: stopped, revision: 0, iteration: 1, replans: 0 }
+";
+    env.write("aot.yaml", old);
+    let before = document::read(&env.path("aot.yaml")).unwrap().state;
+    assert_eq!(before.version, 2, "migrated as it is read");
+    assert_eq!(before.graph.atoms["a"].status, aot::state::AtomStatus::Solved);
+    assert!(before.control.stop_requested);
+    let run = env.aot(&["start"]);
+    assert_eq!(run.code, 0, "a stale stop request does not stop the next start: {}", run.transcript());
+    let text = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
+    let user = user_part(&text);
+    for engine in ["status: solved", "attempts:", "bindings:", "stop_requested", "corrections:", "\nrun:"] {
+        assert!(!user.contains(engine), "`{engine}` left the user's part:\n{text}");
+    }
+    assert!(user.starts_with("version: 2\n"), "{text}");
+    assert_eq!(std::fs::read_to_string(env.path("aot.yaml")).ok().map(|_| ()), Some(()));
+    let after = document::read(&env.path("aot.yaml")).unwrap().state;
+    assert_eq!(after.bindings["a"].summary, "a done", "the record survives the move");
+    assert!(!after.control.stop_requested, "the request was consumed");
+}
