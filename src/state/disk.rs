@@ -186,6 +186,63 @@ pub struct EnginePart {
     pub status: EngineSection,
 }
 
+impl UserPart {
+    /// Returns whether this user part says what `state`'s says (without
+    /// copying the state: this runs on every save).
+    pub fn says_same_as(&self, state: &StateFile) -> bool {
+        self.version == state.version
+            && self.objective == state.objective
+            && self.workers == state.workers
+            && self.graph.atoms.len() == state.graph.atoms.len()
+            && self
+                .graph
+                .atoms
+                .iter()
+                .zip(&state.graph.atoms)
+                .all(|((a, x), (b, y))| a == b && x.same_definition(y))
+    }
+}
+
+/// The engine's part of a state, borrowed for writing.
+#[derive(Serialize)]
+pub struct EnginePartOf<'a> {
+    status: EngineSectionOf<'a>,
+}
+
+#[derive(Serialize)]
+struct EngineSectionOf<'a> {
+    control: &'a Control,
+    #[serde(skip_serializing_if = "IndexMap::is_empty")]
+    atoms: IndexMap<&'a AtomId, Progress>,
+    #[serde(skip_serializing_if = "IndexMap::is_empty")]
+    bindings: &'a IndexMap<AtomId, Binding>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    trail: &'a Vec<TrailEntry>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    corrections: &'a Vec<Correction>,
+    run: &'a RunState,
+}
+
+/// The engine's part of `state`, to write without copying the state.
+pub fn engine_part(state: &StateFile) -> EnginePartOf<'_> {
+    EnginePartOf {
+        status: EngineSectionOf {
+            control: &state.control,
+            atoms: state
+                .graph
+                .atoms
+                .iter()
+                .map(|(id, atom)| (id, Progress::of(atom)))
+                .filter(|(_, p)| *p != Progress::default())
+                .collect(),
+            bindings: &state.bindings,
+            trail: &state.trail,
+            corrections: &state.corrections,
+            run: &state.run,
+        },
+    }
+}
+
 /// Splits a state into what its user owns and what the engine owns.
 pub fn split(state: StateFile) -> (UserPart, EnginePart) {
     let progress: IndexMap<AtomId, Progress> = state

@@ -180,8 +180,7 @@ pub fn user_text_of(text: &str, state: &StateFile) -> Option<UserText> {
         candidate = bump_version(&candidate)?;
         says.version = crate::state::FORMAT_VERSION;
     }
-    let (user, _) = crate::state::disk::split(state.clone());
-    (says == user).then_some(UserText { text: candidate, says })
+    says.says_same_as(state).then_some(UserText { text: candidate, says })
 }
 
 /// Whether what follows `status:` ends the key (a value or a line break).
@@ -475,23 +474,19 @@ pub fn render(
 ) -> Result<(String, Option<UserText>), String> {
     match format {
         Format::Yaml => {
-            let (user, engine) = crate::state::disk::split(state.clone());
-            let mut user_text = match kept.filter(|k| k.says == user) {
-                Some(kept) => kept.text.clone(),
-                None => format!("{header}{}", serde_saphyr::to_string(&user).map_err(|e| e.to_string())?),
+            let user_text = match kept.filter(|k| k.says.says_same_as(state)) {
+                Some(kept) => kept.clone(),
+                None => {
+                    let (user, _) = crate::state::disk::split(state.clone());
+                    let text = format!("{header}{}", serde_saphyr::to_string(&user).map_err(|e| e.to_string())?);
+                    UserText { text, says: user }
+                }
             };
-            if !user_text.ends_with('\n') {
-                user_text.push('\n');
-            }
+            let engine = crate::state::disk::engine_part(state);
             let engine_text = serde_saphyr::to_string(&engine).map_err(|e| e.to_string())?;
-            let text = format!("{user_text}\n{ENGINE_MARKER}\n{engine_text}");
-            Ok((
-                text,
-                Some(UserText {
-                    text: user_text,
-                    says: user,
-                }),
-            ))
+            let newline = if user_text.text.ends_with('\n') { "" } else { "\n" };
+            let text = format!("{}{newline}\n{ENGINE_MARKER}\n{engine_text}", user_text.text);
+            Ok((text, Some(user_text)))
         }
         Format::Json => {
             let mut body = serde_json::to_string_pretty(state).map_err(|e| e.to_string())?;

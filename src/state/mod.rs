@@ -406,6 +406,44 @@ impl Atom {
         }
     }
 
+    /// Returns whether the definitions (everything but the engine-owned
+    /// fields) are equal, without copying either atom.
+    pub fn same_definition(&self, other: &Atom) -> bool {
+        let Atom {
+            run,
+            agent,
+            or,
+            speculative,
+            deps,
+            check,
+            criteria,
+            probe,
+            tool,
+            target,
+            timeout,
+            env,
+            cwd,
+            environmental_exit_codes,
+            status: _,
+            attempts: _,
+            chosen: _,
+        } = self;
+        *run == other.run
+            && *agent == other.agent
+            && *or == other.or
+            && *speculative == other.speculative
+            && *deps == other.deps
+            && *check == other.check
+            && *criteria == other.criteria
+            && *probe == other.probe
+            && *tool == other.tool
+            && *target == other.target
+            && *timeout == other.timeout
+            && *env == other.env
+            && *cwd == other.cwd
+            && *environmental_exit_codes == other.environmental_exit_codes
+    }
+
     /// Returns whether the engine-owned fields differ between `self` and `other`.
     pub fn engine_fields_differ(&self, other: &Atom) -> bool {
         self.status != other.status || self.attempts != other.attempts || self.chosen != other.chosen
@@ -690,6 +728,6 @@ impl StateFile {
                 .atoms
                 .iter()
                 .zip(&other.graph.atoms)
-                .all(|((a, x), (b, y))| a == b && x.definition() == y.definition())
+                .all(|((a, x), (b, y))| a == b && x.same_definition(y))
     }
 }

@@ -86,7 +86,11 @@ fn a_commented_flow_styled_file_run_to_completion_keeps_its_user_part_byte_for_b
     assert_eq!(env.aot(&["stop"]).code, 0);
     assert_eq!(env.aot(&["redirect", "--set", "max_retries=2"]).code, 0);
     let text = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
-    assert_ne!(user_part(&text), COMMENTED, "a constraint is the user's: the part is rendered anew");
+    assert_ne!(
+        user_part(&text),
+        COMMENTED,
+        "a constraint is the user's: the part is rendered anew"
+    );
     assert!(text.contains("max_retries: 2"), "{text}");
 }
 
@@ -107,7 +111,11 @@ fn a_hand_edit_becomes_the_text_that_is_kept() {
     let run = env.aot(&["start"]);
     assert_eq!(run.code, 0, "{}", run.transcript());
     let text = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
-    assert_eq!(user_part(&text), user_part(&edited), "the edited text is the user's part now");
+    assert_eq!(
+        user_part(&text),
+        user_part(&edited),
+        "the edited text is the user's part now"
+    );
     assert!(env.path("d.done").exists());
 }
 
@@ -155,10 +163,22 @@ run: { status: stopped, revision: 0, iteration: 1, replans: 0 }
     assert_eq!(before.graph.atoms["a"].status, aot::state::AtomStatus::Solved);
     assert!(before.control.stop_requested);
     let run = env.aot(&["start"]);
-    assert_eq!(run.code, 0, "a stale stop request does not stop the next start: {}", run.transcript());
+    assert_eq!(
+        run.code,
+        0,
+        "a stale stop request does not stop the next start: {}",
+        run.transcript()
+    );
     let text = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
     let user = user_part(&text);
-    for engine in ["status: solved", "attempts:", "bindings:", "stop_requested", "corrections:", "\nrun:"] {
+    for engine in [
+        "status: solved",
+        "attempts:",
+        "bindings:",
+        "stop_requested",
+        "corrections:",
+        "\nrun:",
+    ] {
         assert!(!user.contains(engine), "`{engine}` left the user's part:\n{text}");
     }
     assert!(user.starts_with("version: 2\n"), "{text}");
