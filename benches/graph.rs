@@ -89,6 +89,7 @@ fn drive(mut state: StateFile, doomed: &std::collections::HashSet<AtomId>) -> (u
         artifacts: Vec::new(),
         at: Timestamp::from_millis(0),
         attempt: 1,
+        changes: None,
     };
     loop {
         let choice = graph.choice_points().next().map(String::from);

@@ -51,6 +51,7 @@ fn big_state(n: usize) -> StateFile {
                         artifacts: vec![format!("out/{i}.o")],
                         at: Timestamp::from_millis(1_767_225_600_000 + i as u64),
                         attempt: 1,
+                        changes: None,
                     },
                 );
             }

@@ -40,3 +40,4 @@ pub mod state;
 pub mod steer;
 pub mod store;
 pub mod workers;
+pub mod workspace;

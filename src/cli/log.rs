@@ -134,10 +134,46 @@ pub fn describe(record: &Record, verbose: bool) -> Option<String> {
             format!("  ✎ chosen by the user, despite the blocked sets: {}", atoms.join(", "))
         }
         Event::EditRejected { why, kept } => format!("  ✎ hand edit refused, kept as {kept}: {why}"),
+        Event::ChangesLanded {
+            atom, changes, commit, ..
+        } => match commit {
+            Some(commit) => format!("  ⇣ {atom} landed {changes} (commit {})", short(commit)),
+            None => format!("  ⇣ {atom} landed {changes}"),
+        },
+        Event::ChangesDiscarded {
+            atom,
+            attempt,
+            changes,
+            kept,
+        } => {
+            let mut text = format!("  ⌫ {atom} attempt {attempt}: discarded {changes}");
+            if let Some(kept) = kept {
+                text.push_str(&format!(" (its tree is kept in {kept})"));
+            }
+            text
+        }
+        Event::ChangesUndone {
+            atom, changes, kept, ..
+        } => {
+            let mut text = format!("  ↶ {atom}'s changes undone (its branch was given up): {changes}");
+            if !kept.is_empty() {
+                text.push_str(&format!("; left as they are: {}", kept.join(", ")));
+            }
+            text
+        }
+        Event::WorkspaceRecovered { changes } => format!(
+            "  ↶ put back what a killed run's attempt had changed: {changes} (its tree is {} in git)",
+            changes.after
+        ),
         Event::RunPaused {} if verbose => "aot: paused after one iteration".to_string(),
         Event::RunStopped { stop } if verbose => format!("aot: stopped ({}): {}", stop.reason.as_str(), stop.message),
         _ => return None,
     })
+}
+
+/// A git object id as git shows it short.
+fn short(id: &str) -> &str {
+    id.get(..10).unwrap_or(id)
 }
 
 fn wanted(record: &Record, ggs_only: bool) -> bool {

@@ -32,10 +32,10 @@ pub struct Args {
     /// Force an OR choice, OR_ID=ALT (DAG adjustment); overrides GGS's blocked sets for ALT and revives a failed OR atom
     #[arg(long, value_name = "OR_ID=ALT")]
     choose: Vec<String>,
-    /// Re-run an atom — solved, failed or blocked — and what depends on it (DAG adjustment; an OR atom re-runs its choice)
+    /// Re-run an atom — solved, failed, blocked or pruned — and the work that depends on it (an OR atom re-runs its choice)
     #[arg(long, value_name = "ID")]
     reset: Vec<String>,
-    /// Set a constraint, KEY=VALUE: max_iterations, max_parallel_agents, max_retries, max_replans, time_budget, verify
+    /// Set a constraint, KEY=VALUE: max_iterations, max_parallel_agents, max_retries, max_replans, time_budget, verify, isolation, commit (these two from the next start)
     #[arg(long, value_name = "KEY=VALUE")]
     set: Vec<String>,
     /// Overwrite a binding, ID=SUMMARY (its dependents are reset)
@@ -131,13 +131,20 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
         })?
         .map_err(|r| refused(r, ctx))?;
     super::report_set_aside(&done.set_aside, ctx.json);
+    if let (Some(before), false) = (&done.restyled, ctx.json) {
+        super::warn(&format!(
+            "{}'s own part was written afresh from its content: comments and layout there are gone; the text as it was is kept in {}",
+            ctx.label(),
+            before.display()
+        ));
+    }
     let (state, count) = (&done.state, done.out);
     let recorded = &state.corrections[state.corrections.len().saturating_sub(count)..];
     let runner = store::running_pid(store.paths());
     if ctx.json {
         outln!(
             "{}",
-            json!({"file": ctx.label(), "corrections": recorded, "runner_pid": runner, "set_aside": done.set_aside})
+            json!({"file": ctx.label(), "corrections": recorded, "runner_pid": runner, "set_aside": done.set_aside, "restyled_from": done.restyled})
         );
         return Ok(EXIT_OK);
     }

@@ -5,13 +5,14 @@ use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::time::Instant;
 
-use aot::engine::roles::BoxFuture;
+use aot::engine::roles::{BoxFuture, Workspace};
 use aot::engine::{Ended, Engine, Observer, Options, Roles};
 use aot::journal::event::{Event, Record};
 use aot::planner::Alternatives;
-use aot::state::{AtomStatus, StateFile};
+use aot::state::{AtomStatus, CommitPolicy, Isolation, StateFile};
 use aot::store::{self, Notice, Store};
 use aot::workers::{CommandValidator, CommandWorker};
+use aot::workspace::GitWorkspace;
 use tokio_util::sync::CancellationToken;
 
 use super::{CliError, Context, EXIT_OK, warn};
@@ -26,6 +27,10 @@ pub struct StartArgs {
     /// Run alternatives that memory marks Caution (it both worked and failed before) without asking
     #[arg(long)]
     yes: bool,
+
+    /// With isolation, keep each failed attempt's tree for inspection (a git worktree, listed by `aot status`)
+    #[arg(long)]
+    keep_failed: bool,
 }
 
 /// Arguments of `aot step`.
@@ -34,6 +39,10 @@ pub struct StepArgs {
     /// Run alternatives that memory marks Caution without asking
     #[arg(long)]
     yes: bool,
+
+    /// With isolation, keep each failed attempt's tree for inspection
+    #[arg(long)]
+    keep_failed: bool,
 }
 
 /// Shows the run: JSON lines (`--json` or no terminal), or on a terminal one
@@ -202,12 +211,13 @@ fn summary(state: &StateFile, ended: &Ended, elapsed: std::time::Duration) -> St
             }
             if let Some(result) = &stop.final_result {
                 out.push_str(&format!(
-                    "  loss        D={:.2} P={:.2} Ω={:.0}% L={:.2} after {} replans\n",
+                    "  loss        D={:.2} P={:.2} Ω={:.0}% L={:.2} after {} replan{}\n",
                     result.loss.d,
                     result.loss.p,
                     result.loss.omega * 100.0,
                     result.loss.l,
-                    result.replans
+                    result.replans,
+                    if result.replans == 1 { "" } else { "s" }
                 ));
                 for (i, step) in result.next_moves.iter().enumerate() {
                     let label = if i == 0 { "next moves" } else { "" };
@@ -226,6 +236,7 @@ pub fn start(ctx: &Context, args: StartArgs) -> Result<i32, CliError> {
         Options {
             max_iterations: args.max_iterations,
             yes: args.yes,
+            keep_failed: args.keep_failed,
             ..Options::default()
         },
     )
@@ -237,6 +248,7 @@ pub fn step(ctx: &Context, args: StepArgs) -> Result<i32, CliError> {
         Options {
             one_iteration: true,
             yes: args.yes,
+            keep_failed: args.keep_failed,
             ..Options::default()
         },
     )
@@ -249,12 +261,13 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
     options.secrets = aot::model::secret::secret_values(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    let roles = Roles {
+    let mut roles = Roles {
         worker: Arc::new(CommandWorker {
             agent_override: std::env::var("AOT_AGENT_CMD").ok().filter(|c| !c.trim().is_empty()),
         }),
         validator: Arc::new(CommandValidator),
         planner: Arc::new(Alternatives),
+        workspace: None,
     };
     options.memory = Some(ctx.memory_path());
     // For tests: the Dreamer's period in milliseconds (default 5 minutes).
@@ -277,9 +290,9 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
                 "the journal's line {} was incomplete (a crash during a write) and was dropped",
                 t.line
             )),
-            Notice::Recovered { records } => {
-                warn(&format!("recovered {records} journal record(s) the file had missed"))
-            }
+            Notice::Recovered { records } => warn(&format!(
+                "the file's record was {records} journal record(s) behind (a run killed before it saved, or an older copy of the file put back): brought level with the journal"
+            )),
             Notice::MergedEdit => {}
             Notice::EngineFieldsEdited(fields) => warn(&format!(
                 "engine-owned fields were edited by hand ({}); recorded as they are",
@@ -321,6 +334,7 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
                 }
             }
         });
+        roles.workspace = workspace(&ctx.state, &state, &options).await;
         let engine = Engine::new(&mut store, state, clock, options, roles, &mut printer, cancel);
         engine.run().await
     });
@@ -329,11 +343,47 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
     let (final_state, _) = store.open()?;
     if !json {
         out!("{}", summary(&final_state, &ended, started.elapsed()));
+    } else if !ctx.json {
+        // Records go to a pipe or a file: the person who started the run
+        // still reads how it ended, on stderr.
+        errln!("{}", summary(&final_state, &ended, started.elapsed()));
     }
     Ok(match ended {
         Ended::Stopped(stop) => stop.reason.exit_code(),
         Ended::Paused => EXIT_OK,
     })
+}
+
+/// Isolation for the run: git inside a git work tree unless the file says
+/// `isolation: none`; said once when it is off for lack of a work tree.
+async fn workspace(path: &std::path::Path, state: &StateFile, options: &Options) -> Option<Arc<dyn Workspace>> {
+    if state.objective.constraints.isolation() == Isolation::None {
+        return None;
+    }
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let others: Vec<std::path::PathBuf> = options.memory.iter().cloned().collect();
+    let folder = absolute
+        .parent()
+        .map_or_else(|| absolute.display().to_string(), |p| p.display().to_string());
+    match GitWorkspace::discover(&absolute, &others).await {
+        Ok(Some(workspace)) => {
+            let per_atom = state.objective.constraints.commit() == CommitPolicy::PerAtom;
+            Some(Arc::new(workspace.committing(per_atom)))
+        }
+        Ok(None) => {
+            errln!(
+                "aot: isolation: none — {folder} is not in a git work tree, so what attempts change stays even when they fail (`git init` to isolate them; `isolation: none` says this is meant)"
+            );
+            None
+        }
+        Err(error) => {
+            errln!(
+                "aot: isolation: none — git cannot work in {folder}, so what attempts change stays even when they fail: {}",
+                error.message.lines().next().unwrap_or_default()
+            );
+            None
+        }
+    }
 }
 
 /// The signals that stop a run: SIGINT (Ctrl-C), and on Unix SIGTERM (`kill`,

@@ -33,6 +33,7 @@ pub fn run(ctx: &Context, _args: Args) -> Result<i32, CliError> {
         ));
     }
     let now = super::clock_from_env().now();
+    let kept = aot::workspace::kept_trees(&ctx.state);
     if ctx.json {
         let mut value = serde_json::to_value(status::report(&ctx.label(), &seen.state))
             .map_err(|e| CliError::new(e.to_string()))?;
@@ -40,6 +41,11 @@ pub fn run(ctx: &Context, _args: Args) -> Result<i32, CliError> {
             for (key, field) in facts(&seen, now) {
                 map.insert(key.into(), field);
             }
+            let kept: Vec<_> = kept
+                .iter()
+                .map(|(name, path)| json!({"name": name, "path": path}))
+                .collect();
+            map.insert("kept_trees".into(), kept.into());
         }
         outln!(
             "{}",
@@ -49,6 +55,15 @@ pub fn run(ctx: &Context, _args: Args) -> Result<i32, CliError> {
     }
     out!("{}", status::render(&ctx.label(), &seen.state));
     out!("{}", provenance(&seen, now));
+    if !kept.is_empty() {
+        let mut text = String::from(
+            "\nkept       failed attempts' trees (--keep-failed), to inspect; `git worktree remove PATH` when done:\n",
+        );
+        for (name, path) in &kept {
+            let _ = writeln!(text, "  {name}  {}", path.display());
+        }
+        out!("{text}");
+    }
     Ok(EXIT_OK)
 }
 
@@ -122,8 +137,8 @@ fn provenance(seen: &Observed, now: Timestamp) -> String {
         Source::Replayed => {
             let _ = writeln!(
                 out,
-                "\nreplayed   no loop runs, and the journal holds {} the file lacks (a run was killed before it saved): \
-                 this is what `aot replay` — or the next command — gives",
+                "\nreplayed   no loop runs, and the journal holds {} the file lacks (a run killed before it saved, \
+                 or an older copy of the file put back): this is what `aot replay` — or the next command — gives",
                 records(ahead)
             );
             if seen.state.run.status == RunStatus::Running {

@@ -47,7 +47,7 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
             Err(ReadError::Invalid(diagnostics)) => {
                 code = EXIT_ERROR;
                 if ctx.json {
-                    reports.push(json!({"file": label, "valid": false, "errors": diagnostics.errors}));
+                    reports.push(json!({"file": label, "valid": false, "errors": diagnostics.errors, "warnings": []}));
                 } else {
                     err!("{}", diagnostics.render(ctx.color));
                 }
@@ -59,7 +59,8 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
                     _ => other.to_string(),
                 };
                 if ctx.json {
-                    reports.push(json!({"file": label, "valid": false, "errors": [{"message": message}]}));
+                    reports
+                        .push(json!({"file": label, "valid": false, "errors": [{"message": message}], "warnings": []}));
                 } else {
                     errln!("error: {label}: {message}");
                 }

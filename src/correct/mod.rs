@@ -43,7 +43,7 @@ pub enum Change {
     /// pending (an OR atom: its chosen alternative is re-run).
     Reset(AtomId),
     /// A constraint set: `max_iterations`, `max_parallel_agents`, `max_retries`,
-    /// `max_replans`, `time_budget` or `verify`.
+    /// `max_replans`, `time_budget`, `verify`, `isolation` or `commit`.
     Set {
         /// The constraint's name.
         key: String,
@@ -135,9 +135,23 @@ fn set_constraint(state: &mut StateFile, key: &str, value: &str) -> Result<(), R
                 }
             })
         }
+        "isolation" => {
+            c.isolation = Some(match value {
+                "git" => crate::state::Isolation::Git,
+                "none" => crate::state::Isolation::None,
+                other => return Err(Refused::Invalid(format!("isolation is git or none, got {other:?}"))),
+            })
+        }
+        "commit" => {
+            c.commit = Some(match value {
+                "per_atom" => crate::state::CommitPolicy::PerAtom,
+                "none" => crate::state::CommitPolicy::None,
+                other => return Err(Refused::Invalid(format!("commit is per_atom or none, got {other:?}"))),
+            })
+        }
         other => {
             return Err(Refused::Invalid(format!(
-                "unknown constraint `{other}`; --set takes max_iterations, max_parallel_agents, max_retries, max_replans, time_budget or verify"
+                "unknown constraint `{other}`; --set takes max_iterations, max_parallel_agents, max_retries, max_replans, time_budget, verify, isolation or commit"
             )));
         }
     }
@@ -282,6 +296,7 @@ pub fn plan(
                             artifacts: Vec::new(),
                             at,
                             attempt: after.graph.atoms[atom].attempts,
+                            changes: None,
                         },
                     });
                     if !reset.is_empty() {

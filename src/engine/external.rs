@@ -4,8 +4,7 @@
 //! redirect would make them; one that cannot be applied is saved aside.
 
 use super::{Engine, EngineError};
-use crate::journal::event::Event;
-use crate::store::DiskEdit;
+use crate::store::TakenEdit;
 use crate::store::watch::{Changed, Watch};
 
 impl Engine<'_> {
@@ -48,51 +47,22 @@ impl Engine<'_> {
         // not an edit, so they are taken in first.
         self.sync_external()?;
         for _ in 0..10 {
-            let edit = self.with_views(|store, views| store.hand_edit(views))?;
-            let Some(seen) = self.take_disk_edit(edit)? else {
-                return Ok(());
-            };
-            if self.with_views(|store, views| store.overwrite_if(views, seen))? {
-                self.report_preserved();
-                return Ok(());
+            match self.with_views(|store, views| store.take_edit(views))? {
+                TakenEdit::None => return Ok(()),
+                TakenEdit::Changed => continue,
+                TakenEdit::Merged => {}
+                TakenEdit::Refused { why, aside } => {
+                    // Diagnostics with source excerpts read best on lines of their own.
+                    let sep = if why.contains('\n') { "\n" } else { "; " };
+                    self.observer.warn(&format!(
+                        "{why}{sep}the edit was not applied; it is saved as {} and the file holds the last good state",
+                        aside.display()
+                    ));
+                }
             }
+            self.report_preserved();
+            return Ok(());
         }
         Ok(())
-    }
-
-    /// Applies what the file holds: corrections from a valid edit, or the edit
-    /// saved aside. Returns the hash of the text taken in (`None`: no edit).
-    fn take_disk_edit(&mut self, edit: DiskEdit) -> Result<Option<u64>, EngineError> {
-        let (hash, refused, text) = match edit {
-            DiskEdit::None => return Ok(None),
-            DiskEdit::Invalid {
-                diagnostics,
-                hash,
-                text,
-            } => (hash, diagnostics.render(false), text),
-            DiskEdit::Edited {
-                before,
-                after,
-                hash,
-                text,
-            } => match crate::correct::from_edit(&before, &after.state, self.clock.now()) {
-                Ok(events) => {
-                    self.record(events)?;
-                    return Ok(Some(hash));
-                }
-                Err(refused) => (hash, format!("{refused}; "), text),
-            },
-        };
-        let store = &mut *self.store;
-        let aside = super::off_the_loop(|| store.save_aside(&text))?;
-        self.observer.warn(&format!(
-            "{refused}the edit was not applied; it is saved as {} and the file holds the last good state",
-            aside.display()
-        ));
-        self.record(vec![Event::EditRejected {
-            why: refused.trim_end_matches("; ").trim_end().to_string(),
-            kept: aside.display().to_string(),
-        }])?;
-        Ok(Some(hash))
     }
 }

@@ -17,7 +17,7 @@
 //! Every transition is journaled as it happens; the state file is written at
 //! iteration boundaries and at most once a second in between.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -64,6 +64,9 @@ pub struct Options {
     /// cut out of everything a worker returns before it is recorded
     /// ([`crate::model::secret`]).
     pub secrets: Vec<String>,
+    /// With isolation, a failed attempt's tree is kept for inspection
+    /// (`--keep-failed`) instead of discarded.
+    pub keep_failed: bool,
 }
 
 /// The journal size past which the runner compacts it: 8 MiB.
@@ -164,6 +167,11 @@ pub struct Engine<'a> {
     must_not: BTreeSet<String>,
     should_prefer: BTreeSet<String>,
     megram_seq: u64,
+    /// With isolation: what each solved atom's work landed, for a backtrack
+    /// to undo; in the order it landed.
+    landed: indexmap::IndexMap<AtomId, crate::model::Changes>,
+    /// Landings a backtrack gave up, to undo before anything else runs.
+    to_undo: Vec<(AtomId, crate::model::Changes)>,
 }
 
 impl<'a> Engine<'a> {
@@ -177,7 +185,9 @@ impl<'a> Engine<'a> {
         observer: &'a mut dyn Observer,
         cancel: CancellationToken,
     ) -> Self {
-        let dir = store.paths().dir().to_path_buf();
+        // Workers get absolute paths: one that runs elsewhere (a copy of the
+        // tree) still finds the state file.
+        let dir = std::path::absolute(store.paths().dir()).unwrap_or_else(|_| store.paths().dir().to_path_buf());
         let graph = WorkGraph::new(&state);
         let history = crate::journal::read(&store.paths().journal)
             .map(|contents| History::of(&contents.records))
@@ -204,6 +214,8 @@ impl<'a> Engine<'a> {
             must_not: BTreeSet::new(),
             should_prefer: BTreeSet::new(),
             megram_seq: 0,
+            landed: indexmap::IndexMap::new(),
+            to_undo: Vec::new(),
         }
     }
 
@@ -239,6 +251,7 @@ impl<'a> Engine<'a> {
     fn took_in(&mut self, records: &[Record], stale: Vec<(AtomId, String)>) {
         for record in records {
             self.observer.record(record, &self.state);
+            self.track_landings(&record.event);
         }
         let corrected = records.iter().any(|r| {
             matches!(
@@ -273,6 +286,12 @@ impl<'a> Engine<'a> {
     /// Returns the current state.
     pub fn state(&self) -> &StateFile {
         &self.state
+    }
+
+    /// The state file's absolute path (`AOT_STATE`).
+    fn state_path(&self) -> PathBuf {
+        let state = &self.store.paths().state;
+        std::path::absolute(state).unwrap_or_else(|_| state.clone())
     }
 
     /// Journals `events` (none: only catch up on other processes' records) and
@@ -310,6 +329,12 @@ impl<'a> Engine<'a> {
             self.observer.warn(&format!(
                 "the file was edited while aot was saving it; that edit is kept as {} — apply it again",
                 kept.display()
+            ));
+        }
+        if let Some(before) = self.store.take_restyled() {
+            self.observer.warn(&format!(
+                "the state file's own part was written afresh from its content: comments and layout there are gone; the text as it was is kept in {}",
+                before.display()
             ));
         }
     }
@@ -356,6 +381,127 @@ impl<'a> Engine<'a> {
         self.stop(StopReason::Manual, message, None)
     }
 
+    /// Keeps the landings a backtrack may undo: a backtrack gives up the
+    /// branch it leaves, so what that branch's atoms landed is undone; a
+    /// reset or an overridden binding (the user's) keeps the files.
+    fn track_landings(&mut self, event: &Event) {
+        match event {
+            Event::Backtracked { from, reset, .. } => {
+                // Queued in landing order: the newest landing is undone first.
+                let given_up: HashSet<&AtomId> = reset.iter().chain(std::iter::once(from)).collect();
+                let (undo, keep) = std::mem::take(&mut self.landed)
+                    .into_iter()
+                    .partition(|(atom, _)| given_up.contains(atom));
+                self.landed = keep;
+                self.to_undo.extend(undo);
+            }
+            Event::AtomsReset { atoms } => {
+                for atom in atoms {
+                    self.landed.shift_remove(atom);
+                }
+            }
+            Event::BindingOverridden { atom, .. } => {
+                self.landed.shift_remove(atom);
+            }
+            _ => {}
+        }
+    }
+
+    /// Undoes what abandoned branches landed, the latest landing first.
+    async fn undo_abandoned(&mut self) -> Result<(), EngineError> {
+        let Some(workspace) = self.roles.workspace.clone() else {
+            self.to_undo.clear();
+            return Ok(());
+        };
+        while let Some((atom, changes)) = self.to_undo.pop() {
+            let message = format!("aot: undo {atom} (its branch was given up)");
+            match workspace.undo(&changes, &message).await {
+                Ok((undone, kept)) => {
+                    if !undone.left.is_empty() {
+                        self.observer.warn(&format!(
+                            "undoing `{atom}`'s changes left {} as you have them: you changed them during the run",
+                            undone.left.join(", ")
+                        ));
+                    }
+                    if let Some(note) = &undone.note {
+                        self.observer
+                            .warn(&format!("undoing `{atom}`'s changes; committing the undo: {note}"));
+                    }
+                    if !kept.is_empty() {
+                        self.observer.warn(&format!(
+                            "undoing `{atom}`'s changes left {} as they are: later work changed them too",
+                            kept.join(", ")
+                        ));
+                    }
+                    if !undone.changes.is_empty() || !kept.is_empty() {
+                        self.record(vec![Event::ChangesUndone {
+                            atom,
+                            changes: undone.changes,
+                            kept,
+                            commit: undone.commit,
+                        }])?;
+                    }
+                }
+                Err(error) => self
+                    .observer
+                    .warn(&format!("could not undo `{atom}`'s changes ({changes}): {error}")),
+            }
+        }
+        Ok(())
+    }
+
+    /// With isolation: the work tree is put back from a killed run, and the
+    /// landings of solved atoms are known again (from their bindings).
+    async fn open_workspace(&mut self) -> Result<(), EngineError> {
+        let Some(workspace) = self.roles.workspace.clone() else {
+            return Ok(());
+        };
+        match workspace.open().await {
+            Ok(recovered) => {
+                if recovered.copies > 0 {
+                    self.observer.warn(&format!(
+                        "removed {} cop{} of the work tree a killed run left (their attempts had not landed)",
+                        recovered.copies,
+                        if recovered.copies == 1 { "y" } else { "ies" }
+                    ));
+                }
+                if let Some(changes) = recovered.changes {
+                    self.observer.warn(&if recovered.left {
+                        format!(
+                            "a killed run left an attempt's changes in the work tree ({changes}); commits were made since, so the files are left as they are (what had landed is {} in git)",
+                            changes.before
+                        )
+                    } else {
+                        format!(
+                            "a killed run left an attempt's changes in the work tree ({changes}); the files are back as they were before it (its tree is {} in git)",
+                            changes.after
+                        )
+                    });
+                    if !recovered.left {
+                        self.record(vec![Event::WorkspaceRecovered { changes }])?;
+                    }
+                }
+            }
+            Err(error) => {
+                self.observer.warn(&format!("isolation is off for this run: {error}"));
+                self.roles.workspace = None;
+                return Ok(());
+            }
+        }
+        let mut landed: Vec<_> = self
+            .state
+            .bindings
+            .iter()
+            .filter_map(|(atom, b)| Some((b.at, atom.clone(), b.changes.clone()?)))
+            .collect();
+        landed.sort_by_key(|(at, ..)| *at);
+        // An OR atom's binding repeats its alternative's: one landing, undone once.
+        let mut seen = std::collections::HashSet::new();
+        landed.retain(|(_, _, changes)| seen.insert(changes.after.clone()));
+        self.landed = landed.into_iter().map(|(_, atom, changes)| (atom, changes)).collect();
+        Ok(())
+    }
+
     /// Runs the loop until a stop reason (or one iteration, for `aot step`).
     pub async fn run(mut self) -> Result<Ended, EngineError> {
         self.open_memory().await;
@@ -366,6 +512,9 @@ impl<'a> Engine<'a> {
         }
         if let Some(dreamer) = dreamer {
             dreamer.abort();
+        }
+        if let Some(workspace) = self.roles.workspace.clone() {
+            workspace.close().await;
         }
         // Every Megram of the run is written before the run reports its end.
         self.close_memory().await;
@@ -400,6 +549,7 @@ impl<'a> Engine<'a> {
             return Ok(ended);
         }
         self.begin()?;
+        self.open_workspace().await?;
         // The base case may already hold: then there is nothing to do.
         if let Some(evidence) = self.verify().await?
             && evidence.exit_code == Some(0)
@@ -471,6 +621,8 @@ impl<'a> Engine<'a> {
         {
             return Ok(Some(ended));
         }
+        // The base case is verified on the tree without what a backtrack gave up.
+        self.undo_abandoned().await?;
         self.save()?;
         let policy = self.state.objective.constraints.verify();
         let graph_done = self.graph.selected_solved();

@@ -24,12 +24,14 @@ impl Engine<'_> {
                 .filter(|alt| !d.in_flight.contains(*alt))
                 .cloned()
                 .collect();
+            let claim = d.group_claims.entry(group.clone()).or_default().clone();
             for alt in racers {
                 if d.in_flight.len() >= parallel {
                     break;
                 }
+                d.race_claims.insert(alt.clone(), claim.clone());
                 let token = self.cancel.child_token();
-                if self.start(d, &alt, token.clone())? {
+                if self.start(d, &alt, token.clone(), false)? {
                     d.races.entry(group.clone()).or_default().insert(alt, token);
                 }
             }

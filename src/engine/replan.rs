@@ -284,7 +284,6 @@ impl Engine<'_> {
     /// The FinalResult of a run that ends unaccepted after `decision`: the
     /// partial result and the next moves.
     fn closing(&self, decision: &Decision) -> FinalResult {
-        let config = self.state.objective.constraints.ggs();
         let failures = decision
             .failed
             .iter()
@@ -301,6 +300,7 @@ impl Engine<'_> {
         let situation = ggs::Situation {
             failures,
             untried: self.untried(),
+            foundations: self.foundations(),
             max_replans: constraints.max_replans(),
             time_budget_s: constraints.time_budget().as_secs(),
         };
@@ -309,10 +309,29 @@ impl Engine<'_> {
             summary: decision.rationale.clone(),
             loss: decision.loss,
             grad_l: decision.grad_l,
-            replans: decision.replans,
+            // The replans made, this decision's included when it went on.
+            replans: self.state.run.replans,
             partial: self.partial(),
-            next_moves: ggs::next_moves(decision, &situation, &config),
+            next_moves: ggs::next_moves(decision, &situation),
         }
+    }
+
+    /// The solved atoms without dependencies on the selected branches, the
+    /// first three: `aot redirect --reset` on them re-runs the plan.
+    fn foundations(&self) -> Vec<AtomId> {
+        self.state
+            .graph
+            .atoms
+            .iter()
+            .filter(|(id, atom)| {
+                atom.or.is_none()
+                    && atom.deps.is_empty()
+                    && atom.status == AtomStatus::Solved
+                    && self.graph.is_selected(id)
+            })
+            .map(|(id, _)| id.clone())
+            .take(3)
+            .collect()
     }
 
     /// The alternatives left at each selected OR atom (open, or failed for

@@ -27,8 +27,8 @@ use crate::ggs::Decision;
 use crate::graph::WorkGraph;
 use crate::journal::Reflection;
 use crate::journal::event::Event;
-use crate::model::Criterion;
 use crate::model::time::Timestamp;
+use crate::model::{Changes, Criterion};
 use crate::state::{Atom, AtomId, Evidence, FailureClass, StateFile, Workers};
 use crate::steer::Recall;
 
@@ -69,6 +69,9 @@ pub struct Brief {
     pub must_not: Vec<String>,
     /// Memory's Exploit.
     pub should_prefer: Vec<String>,
+    /// Attempts are isolated: a failed attempt's changes were discarded, so
+    /// the tree is as the last landed work left it.
+    pub isolated: bool,
 }
 
 /// How a worker's attempt ended.
@@ -205,6 +208,110 @@ pub trait Planner: Send + Sync {
     fn plan<'a>(&'a self, request: PlanRequest<'a>) -> BoxFuture<'a, Plan>;
 }
 
+/// Where an attempt works: the user's tree itself, or a copy of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    /// Which place (for [`Workspace::land`] and [`Workspace::discard`]).
+    pub id: u64,
+    /// The user's tree's top folder.
+    pub top: PathBuf,
+    /// The copy's top folder; `None`: the attempt works in the user's tree.
+    pub copy: Option<PathBuf>,
+}
+
+impl Place {
+    /// Where `path` (in the user's tree) is for this attempt.
+    pub fn map(&self, path: &std::path::Path) -> PathBuf {
+        let Some(copy) = &self.copy else {
+            return path.to_path_buf();
+        };
+        let full = path
+            .canonicalize()
+            .or_else(|_| std::path::absolute(path))
+            .unwrap_or_else(|_| path.to_path_buf());
+        match full.strip_prefix(&self.top) {
+            Ok(rest) => copy.join(rest),
+            Err(_) => path.to_path_buf(),
+        }
+    }
+}
+
+/// Changes that landed in the user's tree (or an undo of them).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Landed {
+    /// What changed in the tree as landed.
+    pub changes: Changes,
+    /// The commit made of them (`constraints.commit: per_atom`).
+    pub commit: Option<String>,
+    /// Why no commit was made though one was asked for.
+    pub note: Option<String>,
+    /// Files the user changed during the run in ways that do not merge with
+    /// what landed: left as the user has them (the landed version is in git).
+    pub left: Vec<String>,
+}
+
+/// How an attempt's changes landed in the user's tree.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Landing {
+    /// They are there now.
+    Landed(Landed),
+    /// They conflict with work that landed first: the attempt fails.
+    Conflict {
+        /// The files both changed, with why they do not merge.
+        files: Vec<String>,
+    },
+}
+
+/// What a run's start found of a run killed mid-attempt.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Recovered {
+    /// The files the killed attempt had changed, now as they were before it.
+    pub changes: Option<Changes>,
+    /// Copies of the tree it left that were removed.
+    pub copies: usize,
+    /// The files were left as they are: commits were made since the kill,
+    /// so the tree is the user's now.
+    pub left: bool,
+}
+
+/// Isolates attempts: what an attempt changes reaches the user's tree only
+/// when it succeeds; what fails, is cancelled or loses a race leaves nothing.
+pub trait Workspace: Send + Sync {
+    /// Before a run: puts back what a killed run left (the tree as it was
+    /// before the killed attempt, no stray copies), then takes the tree as it
+    /// is as the starting point.
+    fn open(&self) -> BoxFuture<'_, Result<Recovered, String>>;
+
+    /// A place for one attempt: the user's tree when `in_place` (one attempt
+    /// at a time), otherwise a copy of the tree as landed so far.
+    fn enter(&self, in_place: bool) -> BoxFuture<'_, Result<Place, String>>;
+
+    /// The attempt succeeded: its changes land in the user's tree, merged
+    /// with what landed since it began. `message` describes the work.
+    fn land<'a>(&'a self, place: &'a Place, message: &'a str) -> BoxFuture<'a, Result<Landing, String>>;
+
+    /// The attempt failed or was cancelled: its changes are discarded (their
+    /// tree stays in git's object store). `keep`: a copy stays for
+    /// inspection, named after this label (`<atom>-<attempt>`) and in the answer.
+    fn discard<'a>(
+        &'a self,
+        place: &'a Place,
+        keep: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<(Changes, Option<PathBuf>), String>>;
+
+    /// Undoes changes that landed (a backtrack gave their branch up): the
+    /// answer is what was undone and the files left as they are because
+    /// later work changed them too.
+    fn undo<'a>(
+        &'a self,
+        changes: &'a Changes,
+        message: &'a str,
+    ) -> BoxFuture<'a, Result<(Landed, Vec<String>), String>>;
+
+    /// After a run: copies removed, the user's tree as landed.
+    fn close(&self) -> BoxFuture<'_, ()>;
+}
+
 /// The implementations a run uses, wired by the binary.
 #[derive(Clone)]
 pub struct Roles {
@@ -214,4 +321,7 @@ pub struct Roles {
     pub validator: Arc<dyn Validator>,
     /// Acts on GGS directives.
     pub planner: Arc<dyn Planner>,
+    /// Isolates attempts (`None`: attempts work in the user's tree and what
+    /// they change stays, `constraints.isolation: none`).
+    pub workspace: Option<Arc<dyn Workspace>>,
 }

@@ -3,20 +3,21 @@
 //! fails for good.
 
 use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Serialize;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::roles::{Assignment, Brief, Judgement, Roles, Worked};
+use super::roles::{Assignment, Brief, Judgement, Landed, Landing, Roles, Worked};
 use super::verify::{Verification, next_check};
 use super::{Engine, EngineError};
 use crate::journal::Reflection;
 use crate::journal::event::Event;
 use crate::model::secret::redact;
 use crate::model::text::{MESSAGE_MAX, SUMMARY_MAX, cut, tail};
-use crate::model::{Criterion, Ended};
+use crate::model::{Changes, Criterion, Ended};
 use crate::state::template;
 use crate::state::{Atom, AtomId, AtomStatus, Binding, Evidence, FailureClass, VerifyPolicy};
 use crate::steer::Steer;
@@ -25,6 +26,9 @@ use crate::steer::Steer;
 /// atoms in the state file, so 10,000 of them must stay far below the file
 /// size limit. Failure messages and base-case evidence keep the worker's 4 KB.
 pub const BINDING_TAIL: usize = 1024;
+
+/// Files a binding lists of what its atom changed (the journal lists more).
+const BINDING_FILES: usize = 20;
 
 /// One attempt's context, handed to the worker as `AOT_CORRECTION` (and to an
 /// agent in its prompt): what failed last time, told so it can be acted on.
@@ -50,16 +54,21 @@ pub struct CorrectionSignal {
     pub message: String,
     /// What the worker said it did last time (its `summary:` line).
     pub previous_summary: Option<String>,
-    /// The working tree: `kept` — aot does not undo files between attempts,
-    /// so the previous attempt's edits are still there.
+    /// The working tree: `clean` — with isolation the failed attempt's
+    /// changes were discarded — or `kept`: without it, aot does not undo
+    /// files between attempts, so the previous attempt's edits are still there.
     pub working_tree: &'static str,
+    /// With isolation: what the failed attempt had changed (a short diff
+    /// stat), now discarded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub discarded: Option<String>,
     /// Every earlier failed attempt, oldest first.
     pub history: Vec<Reflection>,
 }
 
 impl CorrectionSignal {
     /// The correction for the next attempt of `atom` after `corrections` (oldest first).
-    pub fn after(atom_id: &str, atom: &Atom, attempt: u32, corrections: &[Reflection]) -> Option<Self> {
+    pub fn after(atom_id: &str, atom: &Atom, attempt: u32, corrections: &[Reflection], isolated: bool) -> Option<Self> {
         let last = corrections.last()?;
         Some(CorrectionSignal {
             atom: atom_id.into(),
@@ -71,7 +80,8 @@ impl CorrectionSignal {
             class: last.class,
             message: last.message.clone(),
             previous_summary: last.ended.summary.clone(),
-            working_tree: "kept",
+            working_tree: if isolated { "clean" } else { "kept" },
+            discarded: last.ended.discarded.clone(),
             history: corrections.to_vec(),
         })
     }
@@ -122,10 +132,24 @@ pub(super) enum Attempted {
     Cancelled,
 }
 
+/// What isolation did with an attempt's changes.
+#[derive(Debug)]
+pub(super) enum Isolated {
+    /// They landed in the user's tree.
+    Landed(Landed),
+    /// They were discarded; a copy of the tree may have been kept.
+    Discarded { changes: Changes, kept: Option<PathBuf> },
+    /// The workspace failed to settle them (the user is told).
+    Unsettled(String),
+}
+
+/// What an attempt's task reports.
+pub(super) type Reported = (AtomId, Attempted, Option<Isolated>);
+
 /// A round in progress.
 #[derive(Default)]
 pub(super) struct Dispatch {
-    pub running: JoinSet<(AtomId, Attempted)>,
+    pub running: JoinSet<Reported>,
     /// Which atom each task works on, for a task that panics or is aborted.
     pub tasks: HashMap<tokio::task::Id, AtomId>,
     pub in_flight: HashSet<AtomId>,
@@ -133,32 +157,41 @@ pub(super) struct Dispatch {
     pub races: HashMap<AtomId, HashMap<AtomId, CancellationToken>>,
     /// The calibrated field of each race: who may run in it, best first.
     pub race_plans: HashMap<AtomId, Vec<AtomId>>,
+    /// With isolation, each race's claim, by OR atom: the first racer to
+    /// land takes it; one that succeeds after it discards its changes.
+    pub group_claims: HashMap<AtomId, RaceClaim>,
+    /// The same claims, by racer.
+    pub race_claims: HashMap<AtomId, RaceClaim>,
     pub round: Round,
     /// Attempts cancelled by a stop or a redirect.
     pub cancelled: Vec<AtomId>,
     /// The base-case check running while atoms run.
     pub verification: Option<Verification>,
+    /// The attempt working in the user's tree itself (with isolation): the
+    /// base case is not checked on its half-done work.
+    pub in_place: Option<AtomId>,
     /// Nothing more is started: the run completed, hit its iteration
     /// limit, or (`aot step`) took in its first results.
     pub halted: bool,
 }
 
 impl Dispatch {
-    /// Starts an attempt on a task of its own.
-    pub fn spawn(&mut self, roles: &Roles, assignment: Assignment, cancel: CancellationToken) {
+    /// Starts an attempt on a task of its own; with isolation, in the user's
+    /// tree when `in_place`, else in a copy.
+    pub fn spawn(&mut self, roles: &Roles, assignment: Assignment, cancel: CancellationToken, place: Placing) {
         let atom = assignment.atom.clone();
-        let task = self.running.spawn(attempt(roles.clone(), assignment, cancel));
+        if place.in_place && roles.workspace.is_some() {
+            self.in_place = Some(atom.clone());
+        }
+        let task = self.running.spawn(isolated(roles.clone(), assignment, cancel, place));
         self.tasks.insert(task.id(), atom.clone());
         self.in_flight.insert(atom);
     }
 
     /// What a joined task reports. A task that panicked or was aborted ends
     /// its attempt as an environmental failure: its atom never stays running.
-    fn joined(
-        &mut self,
-        joined: Result<(tokio::task::Id, (AtomId, Attempted)), tokio::task::JoinError>,
-    ) -> Option<(AtomId, Attempted)> {
-        let (atom, attempted) = match joined {
+    fn joined(&mut self, joined: Result<(tokio::task::Id, Reported), tokio::task::JoinError>) -> Option<Reported> {
+        let (atom, attempted, isolated) = match joined {
             Ok((id, result)) => {
                 self.tasks.remove(&id);
                 result
@@ -172,17 +205,133 @@ impl Dispatch {
                     ended: Ended::default(),
                     blocked: None,
                 };
-                (atom, failed)
+                (atom, failed, None)
             }
         };
         self.in_flight.remove(&atom);
-        Some((atom, attempted))
+        if self.in_place.as_ref() == Some(&atom) {
+            self.in_place = None;
+        }
+        Some((atom, attempted, isolated))
     }
 
     fn fail(&mut self, atom: AtomId, class: FailureClass, criterion: Criterion) {
         self.round.failures.push((atom.clone(), class));
         self.round.finished.push((atom, Finish::Failed { class, criterion }));
     }
+}
+
+/// A speculative race's claim: whether a racer has landed.
+pub(super) type RaceClaim = std::sync::Arc<tokio::sync::Mutex<bool>>;
+
+/// Where an attempt is to work, with isolation.
+#[derive(Debug, Clone)]
+pub(super) struct Placing {
+    /// In the user's tree (one attempt at a time), else in a copy.
+    pub in_place: bool,
+    /// A failed attempt's tree is kept for inspection (`--keep-failed`).
+    pub keep_failed: bool,
+    /// For a speculative racer: its race's claim (only the winner lands).
+    pub race: Option<RaceClaim>,
+}
+
+/// One attempt in its place: without isolation, in the user's tree; with it,
+/// in the place the workspace gives, whose changes land when the attempt
+/// succeeds and are discarded otherwise.
+async fn isolated(roles: Roles, mut assignment: Assignment, cancel: CancellationToken, placing: Placing) -> Reported {
+    let Some(workspace) = roles.workspace.clone() else {
+        let (atom, attempted) = attempt(roles, assignment, cancel).await;
+        return (atom, attempted, None);
+    };
+    let place = match workspace.enter(placing.in_place).await {
+        Ok(place) => place,
+        Err(error) => {
+            let failed = Attempted::Failed {
+                class: FailureClass::Environmental,
+                criterion: Criterion::Run,
+                message: format!("could not prepare the attempt's place in the work tree: {error}"),
+                ended: Ended::default(),
+                blocked: None,
+            };
+            return (assignment.atom, failed, None);
+        }
+    };
+    assignment.cwd = place.map(&assignment.cwd);
+    // A folder holding only aot's own files (or ignored ones) is not in a
+    // copy of the tree: the work still starts there.
+    if place.copy.is_some() {
+        let _ = tokio::fs::create_dir_all(&assignment.cwd).await;
+    }
+    let label = format!("aot: {} (attempt {})", assignment.atom, assignment.attempt);
+    let keep = format!("{}-{}", assignment.atom, assignment.attempt);
+    let (atom, attempted) = attempt(roles, assignment, cancel).await;
+    let discard = |attempted: Attempted| {
+        let place = &place;
+        let workspace = &workspace;
+        // Kept for inspection: a failure, not a cancelled attempt.
+        let keep = (placing.keep_failed && matches!(attempted, Attempted::Failed { .. })).then_some(keep.as_str());
+        async move {
+            let isolated = match workspace.discard(place, keep).await {
+                Ok((changes, kept)) => Isolated::Discarded { changes, kept },
+                Err(error) => Isolated::Unsettled(format!("could not discard its changes: {error}")),
+            };
+            (attempted, Some(isolated))
+        }
+    };
+    let (attempted, isolated) = match attempted {
+        Attempted::Solved { summary, output } => {
+            // A racer lands only if no other racer has; the claim is held
+            // while it lands.
+            let mut claim = match &placing.race {
+                Some(race) => Some(race.clone().lock_owned().await),
+                None => None,
+            };
+            if claim.as_deref() == Some(&true) {
+                let (_, isolated) = discard(Attempted::Cancelled).await;
+                return (atom, Attempted::Cancelled, isolated);
+            }
+            let message = match summary.lines().next().filter(|l| !l.trim().is_empty()) {
+                Some(line) => format!("{label}: {}", cut(line, 200)),
+                None => label,
+            };
+            match workspace.land(&place, &message).await {
+                Ok(Landing::Landed(landed)) => {
+                    if let Some(won) = claim.as_deref_mut() {
+                        *won = true;
+                    }
+                    (Attempted::Solved { summary, output }, Some(Isolated::Landed(landed)))
+                }
+                Ok(Landing::Conflict { files }) => {
+                    discard(Attempted::Failed {
+                        class: FailureClass::Logical,
+                        criterion: Criterion::Merge,
+                        message: format!(
+                            "its changes conflict with work that landed while it ran: {}",
+                            files.join(", ")
+                        ),
+                        ended: Ended {
+                            summary: Some(summary).filter(|s| !s.trim().is_empty()),
+                            ..Ended::default()
+                        },
+                        blocked: None,
+                    })
+                    .await
+                }
+                Err(error) => {
+                    discard(Attempted::Failed {
+                        class: FailureClass::Environmental,
+                        criterion: Criterion::Merge,
+                        message: format!("could not land its changes: {error}"),
+                        ended: Ended::default(),
+                        blocked: None,
+                    })
+                    .await
+                }
+            }
+        }
+        other => discard(other).await,
+    };
+    (atom, attempted, isolated)
 }
 
 /// One attempt: the worker's work, then the validator on each criterion in
@@ -271,6 +420,11 @@ impl Engine<'_> {
                 && !self.round_cancel.is_cancelled()
                 && !self.state.control.stop_requested
             {
+                // A backtrack's undo comes first: the next alternative starts
+                // from a tree without the abandoned branch's files.
+                if !self.to_undo.is_empty() {
+                    self.undo_abandoned().await?;
+                }
                 self.start_races(&mut d, parallel).await?;
                 self.make_choices(&mut d).await?;
                 self.dispatch_ready(&mut d, parallel)?;
@@ -278,7 +432,13 @@ impl Engine<'_> {
             if self.state.control.stop_requested {
                 self.cancel.cancel();
             }
-            if eager && d.round.unchecked && d.verification.is_none() && !d.halted && !self.cancel.is_cancelled() {
+            if eager
+                && d.round.unchecked
+                && d.verification.is_none()
+                && d.in_place.is_none()
+                && !d.halted
+                && !self.cancel.is_cancelled()
+            {
                 d.verification = self.start_verification(self.round_cancel.child_token());
                 d.round.unchecked = false;
             }
@@ -296,18 +456,21 @@ impl Engine<'_> {
                     continue;
                 }
             };
-            let Some((atom, attempted)) = joined.and_then(|j| d.joined(j)) else {
+            let Some((atom, attempted, isolated)) = joined.and_then(|j| d.joined(j)) else {
                 continue;
             };
             // A redirect may have removed, overridden or reset the atom while it
             // ran: its result belongs to work that no longer exists.
             if self.state.graph.atoms.get(&atom).map(|a| a.status) == Some(AtomStatus::Running) {
                 let cancelled = matches!(attempted, Attempted::Cancelled);
-                self.settle(&mut d, atom, attempted, max_attempts)?;
+                self.settle(&mut d, atom, attempted, isolated, max_attempts)?;
                 d.round.unchecked |= !cancelled;
                 // `aot step`: the first fan-in of results ends the iteration;
                 // what already runs finishes, nothing more starts.
                 d.halted |= !cancelled && self.options.one_iteration;
+            } else {
+                let attempt = self.state.graph.atoms.get(&atom).map_or(0, |a| a.attempts);
+                self.record_isolated(&atom, attempt, isolated)?;
             }
             if self.last_save.elapsed() > Duration::from_secs(1) {
                 self.save()?;
@@ -377,6 +540,7 @@ impl Engine<'_> {
         d: &mut Dispatch,
         atom: &AtomId,
         cancel: CancellationToken,
+        in_place: bool,
     ) -> Result<bool, EngineError> {
         let attempt = self.state.graph.atoms.get(atom).map_or(0, |a| a.attempts) + 1;
         self.record(vec![Event::AtomStarted {
@@ -387,21 +551,33 @@ impl Engine<'_> {
             return Ok(false);
         };
         self.attempt_tokens.insert(atom.clone(), cancel.clone());
-        d.spawn(&self.roles, assignment, cancel);
+        let placing = super::round::Placing {
+            in_place,
+            keep_failed: self.options.keep_failed,
+            race: d.race_claims.get(atom).cloned(),
+        };
+        d.spawn(&self.roles, assignment, cancel, placing);
         Ok(true)
     }
 
-    /// Dispatches ready atoms up to `parallel` in flight.
+    /// Dispatches ready atoms up to `parallel` in flight. With isolation an
+    /// attempt works in the user's tree when it is the only one to run (a
+    /// chain, a retry); atoms that run side by side work in copies.
     fn dispatch_ready(&mut self, d: &mut Dispatch, parallel: usize) -> Result<(), EngineError> {
         while d.in_flight.len() < parallel && d.round.failures.is_empty() {
-            let next = self
+            let next: Vec<AtomId> = self
                 .graph
                 .ready()
-                .find(|id| !d.in_flight.contains(*id))
-                .map(AtomId::from);
-            let Some(atom) = next else { return Ok(()) };
+                .filter(|id| !d.in_flight.contains(*id))
+                .take(2)
+                .map(AtomId::from)
+                .collect();
+            let Some(atom) = next.first().cloned() else {
+                return Ok(());
+            };
+            let alone = next.len() == 1 && d.in_flight.is_empty();
             let cancel = self.round_cancel.child_token();
-            self.start(d, &atom, cancel)?;
+            self.start(d, &atom, cancel, alone)?;
         }
         Ok(())
     }
@@ -412,23 +588,40 @@ impl Engine<'_> {
         d: &mut Dispatch,
         atom: AtomId,
         attempted: Attempted,
+        isolated: Option<Isolated>,
         max_attempts: u32,
     ) -> Result<(), EngineError> {
         let attempt = self.state.graph.atoms.get(&atom).map_or(0, |a| a.attempts);
+        // What the attempt changed is part of its record: landed changes go
+        // in the binding, discarded ones in the failure (and the correction).
+        let discarded = match &isolated {
+            Some(Isolated::Discarded { changes, .. }) if !changes.is_empty() => Some(changes.to_string()),
+            _ => None,
+        };
         match attempted {
-            Attempted::Cancelled => match self.interrupted.remove(&atom) {
-                // Interrupted by a correction while the round goes on: back
-                // to pending now, to run again as the correction left it.
-                Some(why) if !self.round_cancel.is_cancelled() => {
-                    self.record(vec![Event::AttemptCancelled { atom, why: Some(why) }])?;
+            Attempted::Cancelled => {
+                self.record_isolated(&atom, attempt, isolated)?;
+                match self.interrupted.remove(&atom) {
+                    // Interrupted by a correction while the round goes on: back
+                    // to pending now, to run again as the correction left it.
+                    Some(why) if !self.round_cancel.is_cancelled() => {
+                        self.record(vec![Event::AttemptCancelled { atom, why: Some(why) }])?;
+                    }
+                    Some(why) => {
+                        self.interrupted.insert(atom.clone(), why);
+                        d.cancelled.push(atom);
+                    }
+                    None => d.cancelled.push(atom),
                 }
-                Some(why) => {
-                    self.interrupted.insert(atom.clone(), why);
-                    d.cancelled.push(atom);
-                }
-                None => d.cancelled.push(atom),
-            },
+            }
             Attempted::Solved { summary, output } => {
+                let changes = match &isolated {
+                    Some(Isolated::Landed(landed)) if !landed.changes.is_empty() => {
+                        Some(landed.changes.listing(BINDING_FILES))
+                    }
+                    _ => None,
+                };
+                self.record_isolated(&atom, attempt, isolated)?;
                 let binding = Binding {
                     // A worker's text is bounded and cleaned here, whatever the worker.
                     summary: cut(&redact(&summary, &self.options.secrets), SUMMARY_MAX),
@@ -436,6 +629,7 @@ impl Engine<'_> {
                     artifacts: Vec::new(),
                     at: self.clock.now(),
                     attempt,
+                    changes,
                 };
                 self.race_won(d, &atom)?;
                 self.record(self.graph.solve(&atom, binding))?;
@@ -448,6 +642,7 @@ impl Engine<'_> {
             } => {
                 let message = redact(&format!("{message}; {probe}"), &self.options.secrets);
                 self.block(&atom, cut(&message, MESSAGE_MAX))?;
+                self.record_isolated(&atom, attempt, isolated)?;
             }
             Attempted::Failed {
                 class,
@@ -461,9 +656,60 @@ impl Engine<'_> {
                 ended.summary = ended
                     .summary
                     .map(|s| cut(&redact(&s, &self.options.secrets), SUMMARY_MAX));
-                self.failed(d, atom, attempt, retry, (class, criterion, message, ended))?;
+                ended.discarded = discarded;
+                self.failed(d, atom.clone(), attempt, retry, (class, criterion, message, ended))?;
+                self.record_isolated(&atom, attempt, isolated)?;
             }
         }
+        Ok(())
+    }
+
+    /// Journals what isolation did with an attempt's changes; a landing is
+    /// remembered so that a backtrack can undo it.
+    pub(super) fn record_isolated(
+        &mut self,
+        atom: &AtomId,
+        attempt: u32,
+        isolated: Option<Isolated>,
+    ) -> Result<(), EngineError> {
+        let event = match isolated {
+            Some(Isolated::Landed(landed)) if !landed.changes.is_empty() => {
+                if let Some(note) = &landed.note {
+                    self.observer
+                        .warn(&format!("`{atom}`'s changes landed; committing them: {note}"));
+                }
+                if !landed.left.is_empty() {
+                    self.observer.warn(&format!(
+                        "`{atom}`'s changes to {} were not written: you changed the same lines during the run, and your version stays (aot's is in git: `git show {}:PATH`)",
+                        landed.left.join(", "),
+                        landed.changes.after
+                    ));
+                }
+                self.landed.insert(atom.clone(), landed.changes.clone());
+                Event::ChangesLanded {
+                    atom: atom.clone(),
+                    attempt,
+                    changes: landed.changes,
+                    commit: landed.commit,
+                }
+            }
+            Some(Isolated::Discarded { changes, kept }) if !changes.is_empty() || kept.is_some() => {
+                Event::ChangesDiscarded {
+                    atom: atom.clone(),
+                    attempt,
+                    changes,
+                    kept: kept.map(|p| p.display().to_string()),
+                }
+            }
+            Some(Isolated::Unsettled(why)) => {
+                self.observer.warn(&format!(
+                    "`{atom}` attempt {attempt}: {why}; the work tree may hold what it changed"
+                ));
+                return Ok(());
+            }
+            _ => return Ok(()),
+        };
+        self.record(vec![event])?;
         Ok(())
     }
 
@@ -607,8 +853,10 @@ impl Engine<'_> {
         env.extend(template::binding_env(&self.state, atom_id));
         env.push(("AOT_ATOM".into(), atom_id.to_string()));
         env.push(("AOT_ATTEMPT".into(), attempt.to_string()));
-        env.push(("AOT_STATE".into(), self.store.paths().state.display().to_string()));
-        if let Some(signal) = atom.and_then(|atom| CorrectionSignal::after(atom_id, atom, attempt, corrections)) {
+        env.push(("AOT_STATE".into(), self.state_path().display().to_string()));
+        if let Some(signal) = atom.and_then(|atom| {
+            CorrectionSignal::after(atom_id, atom, attempt, corrections, self.roles.workspace.is_some())
+        }) {
             env.push((
                 "AOT_CORRECTION".into(),
                 serde_json::to_string(&signal).unwrap_or_default(),
@@ -654,6 +902,7 @@ impl Engine<'_> {
             corrections,
             must_not,
             should_prefer: self.should_prefer.iter().cloned().collect(),
+            isolated: self.roles.workspace.is_some(),
         };
         Some(Assignment {
             atom: atom_id.into(),

@@ -553,7 +553,9 @@ pub fn decide(request: &ReplanRequest, state: &GgsState, c: &GgsConfig) -> Decis
     let worsening = if grad_l > c.epsilon { state.worsening + 1 } else { 0 };
     let table = macro_state(Signals { grad_l, d, p, omega }, c);
     let law2 = table != MacroState::Abandon && worsening >= 2;
-    let directive = if law2 { MacroState::Abandon } else { table };
+    // The third way the medium loop ends (paper §6): the replan budget is spent.
+    let spent = table != MacroState::Abandon && !law2 && request.replans >= request.max_replans;
+    let directive = if law2 || spent { MacroState::Abandon } else { table };
 
     let failed_outcomes: Vec<&Outcome> = request
         .outcomes
@@ -626,7 +628,22 @@ pub fn decide(request: &ReplanRequest, state: &GgsState, c: &GgsConfig) -> Decis
         _ => Some(FailureMix::Mixed),
     };
     let gradient = Gradient::of(grad_l, c.epsilon);
-    let mut rationale = rationale(directive, law2, Signals { grad_l, d, p, omega }, c, state, &newly);
+    let already = !(state.blocked_tools.is_empty() && state.blocked_targets.is_empty());
+    let mut rationale = rationale(
+        directive,
+        law2,
+        Signals { grad_l, d, p, omega },
+        c,
+        state,
+        &newly,
+        already,
+    );
+    if spent {
+        rationale = format!(
+            "The replan budget is spent ({} of max_replans={} made): stop and report what was solved.",
+            request.replans, request.max_replans
+        );
+    }
     if !spared.is_empty() {
         let tools: Vec<String> = spared.iter().map(|t| format!("`{t}`")).collect();
         rationale.push_str(&format!(
@@ -667,13 +684,22 @@ fn rationale(
     c: &GgsConfig,
     state: &GgsState,
     newly: &[String],
+    already: bool,
 ) -> String {
-    let blocked = |what: &str| {
-        if newly.is_empty() {
-            format!("nothing new to block ({what} already blocked)")
-        } else {
-            format!("block {}", newly.join(", "))
+    let blocked = |what: &str| match (newly.is_empty(), already) {
+        (false, _) => format!("block {}", newly.join(", ")),
+        (true, true) => format!("nothing new to block ({what} already blocked)"),
+        (true, false) => {
+            "nothing to block (no failed atom names a tool or target: the base case failed on solved work)".to_string()
         }
+    };
+    // What the next plan must differ in: a tool when a tool was blocked, else a target.
+    let demand = if newly.iter().any(|b| !b.starts_with("target ")) {
+        " and demand a tool not tried here"
+    } else if !newly.is_empty() {
+        " and demand a target not tried here"
+    } else {
+        ""
     };
     match directive {
         MacroState::Abandon if law2 => format!(
@@ -691,11 +717,11 @@ fn rationale(
             s.d, c.delta
         ),
         MacroState::BreakSymmetry => format!(
-            "Local minimum (|∇L|={:.2} < ε, D={:.2} > δ) with logical failures (P={:.2} > ρ): {} and demand a tool not tried here.",
+            "Local minimum (|∇L|={:.2} < ε, D={:.2} > δ) with logical failures (P={:.2} > ρ): {}{demand}.",
             s.grad_l.abs(),
             s.d,
             s.p,
-            blocked("every tried tool")
+            blocked("every tried tool and target")
         ),
         MacroState::ChangeApproach => format!(
             "Loss {} (∇L={:+.2}) with logical failures (P={:.2} > ρ): {} and switch to another tool.",
@@ -765,6 +791,9 @@ pub struct Situation {
     pub failures: Vec<(AtomId, String, String)>,
     /// OR atoms with alternatives not tried yet.
     pub untried: Vec<Untried>,
+    /// The solved atoms at the bottom of the selected plan (no dependencies):
+    /// re-running them re-runs the plan.
+    pub foundations: Vec<AtomId>,
     /// The `max_replans` constraint in force.
     pub max_replans: u32,
     /// The `time_budget` constraint in force, in seconds.
@@ -784,8 +813,18 @@ pub struct Untried {
 
 /// Two or three concrete moves after an abandon or a dead end, derived from
 /// the failures. Every command in them works as printed.
-pub fn next_moves(decision: &Decision, situation: &Situation, c: &GgsConfig) -> Vec<String> {
+pub fn next_moves(decision: &Decision, situation: &Situation) -> Vec<String> {
     let mut moves = Vec::new();
+    if decision.base_case_failed && situation.failures.is_empty() && !situation.foundations.is_empty() {
+        let resets: Vec<String> = situation.foundations.iter().map(|a| format!("--reset {a}")).collect();
+        let names: Vec<String> = situation.foundations.iter().map(|a| format!("`{a}`")).collect();
+        moves.push(format!(
+            "The base case fails though every atom is solved: if work they did is gone (a file deleted, a checkout), run it again: `aot redirect {}`, then `aot start` ({} and every atom that depends on {} run again). If the plan cannot reach the goal, add an atom or an alternative to the state file.",
+            resets.join(" "),
+            names.join(", "),
+            if names.len() == 1 { "it" } else { "them" }
+        ));
+    }
     if let Some((atom, criterion, error)) = situation.failures.first() {
         moves.push(format!(
             "Fix why `{atom}` fails ({criterion}: {error}) — in the files it works on, or its command in the state file — then run it again: `aot redirect --reset {atom}`, then `aot start`."
@@ -811,12 +850,14 @@ pub fn next_moves(decision: &Decision, situation: &Situation, c: &GgsConfig) -> 
             "The loss rose in each of the last two rounds (now L={:.2}): rethink the approach (add an alternative or edit the atoms) before `aot start`.",
             decision.loss.l
         ));
-    } else if decision.loss.omega >= c.theta {
+    } else if decision.directive == MacroState::Abandon {
         moves.push(format!(
-            "Raise the budget (Ω={:.0}% after {} replans and {}s): `aot redirect --set max_replans={} --set time_budget={}s`, then `aot start`.",
+            "Raise the budget (Ω={:.0}%: {} of max_replans={} replans, {}s of time_budget={}s): `aot redirect --set max_replans={} --set time_budget={}s`, then `aot start`.",
             decision.loss.omega * 100.0,
             decision.replans,
+            situation.max_replans,
             decision.elapsed_ms / 1000,
+            situation.time_budget_s,
             (situation.max_replans.max(1) * 2).max(decision.replans + 2),
             (situation.time_budget_s.max(1) * 2).max(decision.elapsed_ms / 1000 * 2),
         ));
@@ -1307,6 +1348,64 @@ mod tests {
     }
 
     #[test]
+    fn a_spent_replan_budget_abandons_though_omega_is_below_theta() {
+        let failed = || vec![outcome("a", "sed", &[(false, L)])];
+        let d = decide(&request(failed(), 2), &GgsState::default(), &c());
+        assert_ne!(
+            d.directive,
+            MacroState::Abandon,
+            "2 of 3 replans made: one more is allowed"
+        );
+        let d = decide(&request(failed(), 3), &GgsState::default(), &c());
+        assert!(d.loss.omega < c().theta, "Ω alone would go on: {}", d.loss.omega);
+        assert_eq!(d.directive, MacroState::Abandon);
+        assert!(!d.law2);
+        assert_eq!(
+            d.rationale,
+            "The replan budget is spent (3 of max_replans=3 made): stop and report what was solved."
+        );
+        let moves = next_moves(&d, &Situation::default());
+        assert!(moves.iter().any(|m| m.contains("--set max_replans=")), "{moves:#?}");
+    }
+
+    #[test]
+    fn a_base_case_failing_on_solved_work_suggests_running_its_foundations_again() {
+        let base_case = Outcome {
+            atom: None,
+            verdicts: vec![Verdict {
+                criterion: Criterion::BaseCase {
+                    command: "test -f out".into(),
+                },
+                passed: false,
+                class: Some(L),
+            }],
+            tool: None,
+            tool_declared: false,
+            target: None,
+            solved: false,
+            ..outcome("x", "t", &[])
+        };
+        let d = decide(&request(vec![base_case], 0), &GgsState::default(), &c());
+        assert!(d.base_case_failed && d.failed.is_empty());
+        assert!(
+            d.rationale
+                .contains("nothing to block (no failed atom names a tool or target"),
+            "{}",
+            d.rationale
+        );
+        assert!(!d.rationale.contains("demand"), "{}", d.rationale);
+        let situation = Situation {
+            foundations: vec!["gen".into(), "fetch".into()],
+            ..Situation::default()
+        };
+        let moves = next_moves(&d, &situation);
+        assert!(
+            moves[0].contains("`aot redirect --reset gen --reset fetch`, then `aot start`"),
+            "{moves:#?}"
+        );
+    }
+
+    #[test]
     fn next_moves_name_the_failure_the_alternatives_and_the_budget() {
         let r = request(vec![outcome("c", "t3", &[(false, L)])], 5);
         let d = decide(&r, &GgsState::default(), &c());
@@ -1320,7 +1419,7 @@ mod tests {
             }],
             ..Situation::default()
         };
-        let moves = next_moves(&d, &situation, &c());
+        let moves = next_moves(&d, &situation);
         assert_eq!(moves.len(), 3, "{moves:#?}");
         assert!(moves[0].contains("`c` fails (run: exit 1: boom)"));
         assert!(moves[1].contains("aot redirect --choose fix=b2"));

@@ -649,17 +649,22 @@ impl WorkGraph {
     }
 
     /// Plans re-running `atom` (`aot redirect --reset`): it and every atom
-    /// above it that holds work or is closed (solved, failed, blocked, pruned,
-    /// running or attempted) go back to pending — their bindings dropped, OR
-    /// atoms keeping their choice. For an OR atom, its chosen alternative is
-    /// re-run. `None` when there is no such atom.
+    /// above it on a selected branch that holds work or is closed (solved,
+    /// failed, blocked, pruned, running or attempted) go back to pending —
+    /// their bindings dropped, OR atoms keeping their choice. An alternative
+    /// that was given up (not chosen) stays as it is. For an OR atom, its
+    /// chosen alternative is re-run. `None` when there is no such atom.
     pub fn rerun(&self, atom: &str) -> Option<Vec<Event>> {
         let v = self.node(atom)?;
         let start = self.chosen[v.index()].filter(|_| self.is_or[v.index()]).unwrap_or(v);
         let touched: Vec<NodeIndex> = self
             .above(start)
             .into_iter()
-            .filter(|&u| u == start || self.status[u.index()] != AtomStatus::Pending || self.attempts[u.index()] > 0)
+            .filter(|&u| {
+                u == start
+                    || (self.sel[u.index()] > 0
+                        && (self.status[u.index()] != AtomStatus::Pending || self.attempts[u.index()] > 0))
+            })
             .collect();
         Some(self.user_reset(&touched, &format!("kept: `{atom}` re-run by the user")))
     }

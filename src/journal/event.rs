@@ -7,6 +7,7 @@
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
+use crate::model::Changes;
 use crate::model::time::Timestamp;
 use crate::state::{
     AtomId, Binding, Control, Correction, Evidence, FailureClass, Objective, StateFile, StopRecord, Workers,
@@ -216,6 +217,45 @@ pub enum Event {
         /// Where the edited text was saved.
         kept: String,
     },
+    /// An attempt's changes landed in the user's tree (with isolation).
+    ChangesLanded {
+        /// The atom.
+        atom: AtomId,
+        /// The attempt.
+        attempt: u32,
+        /// What changed in the tree as landed.
+        changes: Changes,
+        /// The commit made of them (`constraints.commit: per_atom`).
+        commit: Option<String>,
+    },
+    /// A failed or cancelled attempt's changes were discarded (with isolation).
+    ChangesDiscarded {
+        /// The atom.
+        atom: AtomId,
+        /// The attempt.
+        attempt: u32,
+        /// What the attempt had changed (`after`: its tree, still in git).
+        changes: Changes,
+        /// Where a copy of its tree was kept for inspection (`--keep-failed`).
+        kept: Option<String>,
+    },
+    /// Changes that had landed were undone: a backtrack gave up the branch
+    /// of the atom that made them.
+    ChangesUndone {
+        /// The atom whose changes were undone.
+        atom: AtomId,
+        /// What the undo changed.
+        changes: Changes,
+        /// Files left as they are because later work changed them too.
+        kept: Vec<String>,
+        /// The commit made of the undo (`constraints.commit: per_atom`).
+        commit: Option<String>,
+    },
+    /// A run's start put back the files a killed run's attempt had changed.
+    WorkspaceRecovered {
+        /// What the killed attempt had changed (`after`: its tree, still in git).
+        changes: Changes,
+    },
     /// A run ended.
     RunStopped {
         /// How and why.
@@ -252,6 +292,10 @@ impl Event {
             Event::RunPaused {} => "run_paused",
             Event::EditRejected { .. } => "edit_rejected",
             Event::BlocksOverridden { .. } => "blocks_overridden",
+            Event::ChangesLanded { .. } => "changes_landed",
+            Event::ChangesDiscarded { .. } => "changes_discarded",
+            Event::ChangesUndone { .. } => "changes_undone",
+            Event::WorkspaceRecovered { .. } => "workspace_recovered",
             Event::RunStopped { .. } => "run_stopped",
         }
     }

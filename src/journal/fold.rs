@@ -19,6 +19,7 @@ static NOT_TOLD: crate::model::Ended = crate::model::Ended {
     exit_code: None,
     signal: None,
     summary: None,
+    discarded: None,
 };
 use crate::ggs::{Decision, GgsState};
 use crate::model::time::Timestamp;
@@ -184,7 +185,12 @@ pub fn effects(record: &Record) -> Vec<Effect<'_>> {
         Event::AtomsReset { atoms } => atoms.iter().map(E::Reset).collect(),
         Event::AtomsRefined { atoms } => atoms.iter().map(E::Refill).collect(),
         Event::GgsDecided { decision } => vec![E::Decided(decision)],
-        Event::Calibrated { .. } | Event::EditRejected { .. } => Vec::new(),
+        Event::Calibrated { .. }
+        | Event::EditRejected { .. }
+        | Event::ChangesLanded { .. }
+        | Event::ChangesDiscarded { .. }
+        | Event::ChangesUndone { .. }
+        | Event::WorkspaceRecovered { .. } => Vec::new(),
         Event::BlocksOverridden { atoms } => atoms.iter().map(E::Allow).collect(),
         Event::AtomBlocked { atom, reason } => vec![
             E::Status(atom, AtomStatus::Blocked),

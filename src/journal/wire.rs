@@ -28,6 +28,10 @@
 //!   failure (`attempt_failed`, `atom_failed`, a compaction's `failures`) may
 //!   say its `exit_code` or `signal` and the worker's `summary`;
 //!   `blocks_overridden` records atoms the user chose despite the blocked sets.
+//! - **6**: workspace isolation: `changes_landed`, `changes_discarded`,
+//!   `changes_undone` and `workspace_recovered`; a failure may say what its
+//!   attempt changed and was discarded (`discarded`); a binding may carry its
+//!   `changes`; the criterion `merge`.
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
@@ -37,11 +41,11 @@ use super::fold::Reflection;
 use crate::ggs::{Decision, FailureMix, Gradient, Loss, MacroState};
 use crate::memory::{Action, Calibration, Recalled, Row};
 use crate::model::time::Timestamp;
-use crate::model::{AtomId, Criterion, Ended, FailureClass};
+use crate::model::{AtomId, Changes, Criterion, Ended, FailureClass};
 use crate::state::{Atom, Binding, Control, Correction, Evidence, Objective, StateFile, StopRecord, Workers};
 
 /// The version this build writes; it reads this one and every older one.
-pub const WIRE_VERSION: u32 = 5;
+pub const WIRE_VERSION: u32 = 6;
 
 /// One journal line.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -106,6 +110,8 @@ pub enum WireEvent {
         signal: Option<i32>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         summary: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        discarded: Option<String>,
     },
     AttemptCancelled {
         atom: AtomId,
@@ -123,6 +129,8 @@ pub enum WireEvent {
         signal: Option<i32>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         summary: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        discarded: Option<String>,
     },
     AtomsReset {
         atoms: Vec<AtomId>,
@@ -172,6 +180,31 @@ pub enum WireEvent {
     },
     BlocksOverridden {
         atoms: Vec<AtomId>,
+    },
+    ChangesLanded {
+        atom: AtomId,
+        attempt: u32,
+        changes: Changes,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        commit: Option<String>,
+    },
+    ChangesDiscarded {
+        atom: AtomId,
+        attempt: u32,
+        changes: Changes,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kept: Option<String>,
+    },
+    ChangesUndone {
+        atom: AtomId,
+        changes: Changes,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        kept: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        commit: Option<String>,
+    },
+    WorkspaceRecovered {
+        changes: Changes,
     },
     RunStopped {
         stop: StopRecord,
@@ -421,6 +454,8 @@ pub struct WireFailure {
     pub signal: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discarded: Option<String>,
 }
 
 impl From<(AtomId, Reflection)> for WireFailure {
@@ -434,6 +469,7 @@ impl From<(AtomId, Reflection)> for WireFailure {
             exit_code: r.ended.exit_code,
             signal: r.ended.signal,
             summary: r.ended.summary,
+            discarded: r.ended.discarded,
         }
     }
 }
@@ -451,6 +487,7 @@ impl From<WireFailure> for (AtomId, Reflection) {
                     exit_code: f.exit_code,
                     signal: f.signal,
                     summary: f.summary,
+                    discarded: f.discarded,
                 },
             },
         )
@@ -522,6 +559,7 @@ impl From<Event> for WireEvent {
                 exit_code: ended.exit_code,
                 signal: ended.signal,
                 summary: ended.summary,
+                discarded: ended.discarded,
             },
             Event::AttemptCancelled { atom, why } => W::AttemptCancelled { atom, why },
             Event::AtomFailed {
@@ -538,6 +576,7 @@ impl From<Event> for WireEvent {
                 exit_code: ended.exit_code,
                 signal: ended.signal,
                 summary: ended.summary,
+                discarded: ended.discarded,
             },
             Event::AtomsReset { atoms } => W::AtomsReset { atoms },
             Event::AtomsRefined { atoms } => W::AtomsRefined { atoms },
@@ -567,6 +606,40 @@ impl From<Event> for WireEvent {
             Event::RunPaused {} => W::RunPaused {},
             Event::EditRejected { why, kept } => W::EditRejected { why, kept },
             Event::BlocksOverridden { atoms } => W::BlocksOverridden { atoms },
+            Event::ChangesLanded {
+                atom,
+                attempt,
+                changes,
+                commit,
+            } => W::ChangesLanded {
+                atom,
+                attempt,
+                changes,
+                commit,
+            },
+            Event::ChangesDiscarded {
+                atom,
+                attempt,
+                changes,
+                kept,
+            } => W::ChangesDiscarded {
+                atom,
+                attempt,
+                changes,
+                kept,
+            },
+            Event::ChangesUndone {
+                atom,
+                changes,
+                kept,
+                commit,
+            } => W::ChangesUndone {
+                atom,
+                changes,
+                kept,
+                commit,
+            },
+            Event::WorkspaceRecovered { changes } => W::WorkspaceRecovered { changes },
             Event::RunStopped { stop } => W::RunStopped { stop },
         }
     }
@@ -606,6 +679,7 @@ fn event_from(event: WireEvent, v: u32) -> Event {
             exit_code,
             signal,
             summary,
+            discarded,
         } => Event::AttemptFailed {
             atom,
             attempt,
@@ -616,6 +690,7 @@ fn event_from(event: WireEvent, v: u32) -> Event {
                 exit_code,
                 signal,
                 summary,
+                discarded,
             },
         },
         W::AttemptCancelled { atom, why } => Event::AttemptCancelled { atom, why },
@@ -627,6 +702,7 @@ fn event_from(event: WireEvent, v: u32) -> Event {
             exit_code,
             signal,
             summary,
+            discarded,
         } => Event::AtomFailed {
             atom,
             class,
@@ -636,6 +712,7 @@ fn event_from(event: WireEvent, v: u32) -> Event {
                 exit_code,
                 signal,
                 summary,
+                discarded,
             },
         },
         W::AtomsReset { atoms } => Event::AtomsReset { atoms },
@@ -666,6 +743,40 @@ fn event_from(event: WireEvent, v: u32) -> Event {
         W::RunPaused {} => Event::RunPaused {},
         W::EditRejected { why, kept } => Event::EditRejected { why, kept },
         W::BlocksOverridden { atoms } => Event::BlocksOverridden { atoms },
+        W::ChangesLanded {
+            atom,
+            attempt,
+            changes,
+            commit,
+        } => Event::ChangesLanded {
+            atom,
+            attempt,
+            changes,
+            commit,
+        },
+        W::ChangesDiscarded {
+            atom,
+            attempt,
+            changes,
+            kept,
+        } => Event::ChangesDiscarded {
+            atom,
+            attempt,
+            changes,
+            kept,
+        },
+        W::ChangesUndone {
+            atom,
+            changes,
+            kept,
+            commit,
+        } => Event::ChangesUndone {
+            atom,
+            changes,
+            kept,
+            commit,
+        },
+        W::WorkspaceRecovered { changes } => Event::WorkspaceRecovered { changes },
         W::RunStopped { stop } => Event::RunStopped { stop },
     }
 }

@@ -35,6 +35,9 @@ pub enum Criterion {
     },
     /// An OR atom: one of its alternatives succeeds.
     Or,
+    /// The attempt's changes merge with the work that landed before them
+    /// (with isolation): a conflict fails the later attempt.
+    Merge,
     /// The task's base case: its command exits 0.
     BaseCase {
         /// The command.
@@ -59,6 +62,7 @@ impl fmt::Display for Criterion {
             Criterion::Plausible { index, text } if text.is_empty() => write!(f, "criteria[{index}]"),
             Criterion::Plausible { index, text } => write!(f, "criteria[{index}]: {text}"),
             Criterion::Or => f.write_str("or"),
+            Criterion::Merge => f.write_str("merge"),
             Criterion::BaseCase { command } => write!(f, "base case: {command}"),
         }
     }
@@ -81,6 +85,8 @@ impl FromStr for Criterion {
             Ok(Criterion::Run)
         } else if text == "or" {
             Ok(Criterion::Or)
+        } else if text == "merge" {
+            Ok(Criterion::Merge)
         } else if let Some((index, command)) = indexed("check[") {
             Ok(Criterion::Check { index, command })
         } else if let Some((index, text)) = indexed("criteria[") {
@@ -91,7 +97,7 @@ impl FromStr for Criterion {
             })
         } else {
             Err(format!(
-                "unknown criterion {text:?} (expected run, or, check[N]: ..., criteria[N]: ... or base case: ...)"
+                "unknown criterion {text:?} (expected run, or, merge, check[N]: ..., criteria[N]: ... or base case: ...)"
             ))
         }
     }
@@ -133,6 +139,7 @@ mod tests {
         let all = [
             Criterion::Run,
             Criterion::Or,
+            Criterion::Merge,
             Criterion::Check {
                 index: 2,
                 command: "grep -q ]: x f".into(),

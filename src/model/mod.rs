@@ -2,6 +2,7 @@
 //! reasons, bindings, and time; and the atomic replacement of a file. Nothing
 //! here depends on another module.
 
+pub mod changes;
 mod criterion;
 pub mod file;
 mod id;
@@ -9,6 +10,7 @@ pub mod secret;
 pub mod text;
 pub mod time;
 
+pub use changes::Changes;
 pub use criterion::Criterion;
 pub use id::AtomId;
 
@@ -40,6 +42,10 @@ pub struct Ended {
     /// What the worker said it did (its `summary:` line), when it said anything.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
+    /// With isolation: what the attempt had changed, discarded with it (a
+    /// short diff stat).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discarded: Option<String>,
 }
 
 /// Why a run stopped. Each reason has its own exit code.
@@ -106,4 +112,8 @@ pub struct Binding {
     pub at: Timestamp,
     /// Which attempt solved it (1 = first).
     pub attempt: u32,
+    /// What its work changed in the work tree, when attempts are isolated
+    /// (a backtrack undoes it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes: Option<Changes>,
 }

@@ -147,10 +147,11 @@ pub fn plan(request: &PlanRequest<'_>) -> Plan {
     if let Some(evidence) = request.base_case
         && !switch_latest(&mut board, directed)
     {
+        let said = last_lines(&evidence.output_tail, 3);
         let message = format!(
             "every atom is solved but the base case still fails ({}): {}; no alternative left under {}",
             evidence.exit_code.map_or("killed".into(), |c| format!("exit {c}")),
-            last_lines(&evidence.output_tail, 3),
+            if said.is_empty() { "no output" } else { &said },
             decision.directive.shown()
         );
         return Plan::Exhausted {

@@ -253,7 +253,7 @@ pub fn parse(label: &str, text: &str, format: Format) -> Result<StateFile, Diagn
         .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
     {
         return Err(fail(vec![Diagnostic::new("is empty").help(
-            "a state file needs at least `version: 1`, an `objective` and a `graph`; `aot align` writes one",
+            "a state file needs at least `version: 2`, an `objective` and a `graph`; `aot align` writes one",
         )]));
     }
     // Fast path: a valid file is parsed once. Only an invalid one is parsed into
@@ -286,8 +286,21 @@ pub fn parse(label: &str, text: &str, format: Format) -> Result<StateFile, Diagn
     let root = match spans::parse(text) {
         Ok(root) => root,
         Err(e) if e.to_string().contains("duplicate mapping key") => {
-            errors.push(saphyr_diagnostic(&e));
-            spans::parse_last_key_wins(text).map_err(|e| fail(vec![saphyr_diagnostic(&e)]))?
+            let root = spans::parse_last_key_wins(text).map_err(|e| fail(vec![saphyr_diagnostic(&e)]))?;
+            let duplicate = saphyr_diagnostic(&e);
+            let path = duplicate
+                .line
+                .zip(duplicate.column)
+                .and_then(|(l, c)| root.key_path_at(l, c));
+            errors.push(match path {
+                Some(path) => Diagnostic {
+                    message: "duplicate key".into(),
+                    ..duplicate
+                }
+                .field(path),
+                None => duplicate,
+            });
+            root
         }
         Err(e) => return Err(fail(vec![saphyr_diagnostic(&e)])),
     };
@@ -298,7 +311,7 @@ pub fn parse(label: &str, text: &str, format: Format) -> Result<StateFile, Diagn
                 root.type_name()
             ))
             .at(root.loc())
-            .help("a state file starts with `version: 1`, then `objective:` and `graph:`"),
+            .help("a state file starts with `version: 2`, then `objective:` and `graph:`"),
         ]));
     }
     let shape = validate::check_shape(&root, crate::state::schema::state_schema());
@@ -494,6 +507,13 @@ pub fn render(
             Ok((body, None))
         }
     }
+}
+
+/// Whether `user`'s text is what rendering what it says afresh after
+/// `header` gives: nothing in it (a comment, flow style, quoting, blank
+/// lines) would be lost by writing it afresh.
+pub fn is_rendered(user: &UserText, header: &str) -> bool {
+    serde_saphyr::to_string(&user.says).is_ok_and(|body| user.text == format!("{header}{body}"))
 }
 
 /// Returns the schema comment that editors (yaml-language-server) read.

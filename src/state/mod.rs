@@ -122,6 +122,31 @@ pub enum VerifyPolicy {
     WhenSolved,
 }
 
+/// How attempts' file changes are kept apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolation {
+    /// Inside a git work tree, an attempt's changes reach the tree only when
+    /// it succeeds; failed, cancelled and losing attempts leave nothing.
+    /// Outside one, as `none`.
+    #[default]
+    Git,
+    /// Attempts work in the tree as it is and what they change stays.
+    None,
+}
+
+/// Whether landed work is committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CommitPolicy {
+    /// Each atom's landed changes (and each undo) become a commit on the
+    /// current branch, of exactly those files.
+    PerAtom,
+    /// Landed changes stay uncommitted, as the user's own work does.
+    #[default]
+    None,
+}
+
 /// Loop limits. Unset fields take the seed defaults (see the accessors).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -135,7 +160,7 @@ pub struct Constraints {
     /// Retries per atom in the fast loop (default 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_retries: Option<u32>,
-    /// Replans before the budget is spent: GGS Omega (default 3).
+    /// GGS decisions that may let the run go on; the next one abandons (default 3). Also weighs in Omega.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_replans: Option<u32>,
     /// Wall-clock budget: GGS Omega (default 5m).
@@ -144,6 +169,12 @@ pub struct Constraints {
     /// When to run the base case (default every_iteration).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify: Option<VerifyPolicy>,
+    /// Workspace isolation for attempts (default git, inside a git work tree).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<Isolation>,
+    /// With isolation: commit each atom's landed changes (default none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<CommitPolicy>,
     /// GGS hyper-parameters (defaults from the paper's Appendix B).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ggs: Option<GgsParams>,
@@ -193,6 +224,16 @@ impl Constraints {
     /// Returns `verify`, defaulted.
     pub fn verify(&self) -> VerifyPolicy {
         self.verify.unwrap_or_default()
+    }
+
+    /// Returns `isolation`, defaulted.
+    pub fn isolation(&self) -> Isolation {
+        self.isolation.unwrap_or_default()
+    }
+
+    /// Returns `commit`, defaulted.
+    pub fn commit(&self) -> CommitPolicy {
+        self.commit.unwrap_or_default()
     }
 
     /// Returns the limits that must be at least 1, by field name, as written.
@@ -455,6 +496,7 @@ impl Atom {
         match criterion {
             Criterion::Check { command, .. } => command.clone(),
             Criterion::Plausible { text, .. } => text.clone(),
+            Criterion::Merge => "its changes merge with the work that landed while it ran".into(),
             _ => self
                 .run
                 .clone()

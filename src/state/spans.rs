@@ -113,6 +113,25 @@ impl Node {
         keys.iter().try_fold(self, |node, key| node.get(key))
     }
 
+    /// Returns the dotted path of the map key written at `line`:`column`
+    /// (`graph.atoms.fetch.run`), searching the whole tree.
+    pub fn key_path_at(&self, line: u64, column: u64) -> Option<String> {
+        match &self.kind {
+            NodeKind::Map(entries) => entries.iter().find_map(|(key, loc, value)| {
+                if loc.line == line && loc.column == column {
+                    Some(key.clone())
+                } else {
+                    value.key_path_at(line, column).map(|rest| format!("{key}.{rest}"))
+                }
+            }),
+            NodeKind::Seq(items) => items
+                .iter()
+                .enumerate()
+                .find_map(|(i, item)| item.key_path_at(line, column).map(|rest| format!("[{i}].{rest}"))),
+            NodeKind::Scalar(_) => None,
+        }
+    }
+
     /// Returns this node's location, if known.
     pub fn loc(&self) -> Option<Loc> {
         self.loc.known()
@@ -258,6 +277,8 @@ mod tests {
         assert_eq!(b.item(1).unwrap().kind, NodeKind::Scalar(Scalar::Int(2)));
         let key = node.get("a").unwrap().key_loc("c").unwrap();
         assert_eq!((key.line, key.column), (3, 3));
+        assert_eq!(node.key_path_at(3, 7).as_deref(), Some("a.c.d"));
+        assert_eq!(node.key_path_at(3, 4), None);
         assert_eq!(node.path(&["a", "c", "d"]).unwrap().type_name(), "null");
     }
 

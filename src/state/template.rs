@@ -181,6 +181,7 @@ mod tests {
                 artifacts: vec![],
                 at: Timestamp::from_millis(0),
                 attempt: 1,
+                changes: None,
             },
         );
         map

@@ -306,8 +306,15 @@ impl<'s> Walker<'s> {
                 self.walk(value, extra, &child);
             } else if additional == Some(&Value::Bool(false)) {
                 self.unknown.insert((key_loc.line, key_loc.column));
+                // The help lists what a user writes: engine-owned fields and
+                // version-1 leftovers are read but never suggested.
                 let names: Vec<&str> = properties
-                    .map(|p| p.keys().map(String::as_str).collect())
+                    .map(|p| {
+                        p.iter()
+                            .filter(|(_, prop)| !engine_owned(prop))
+                            .map(|(name, _)| name.as_str())
+                            .collect()
+                    })
                     .unwrap_or_default();
                 let suggestion =
                     nearest(key, names.iter().copied()).or_else(|| synonym(key).filter(|s| names.contains(s)));
@@ -344,6 +351,13 @@ impl<'s> Walker<'s> {
 }
 
 /// Returns the field a common synonym from other tools most likely means.
+/// Whether a schema property is the engine's to write (or a version-1 leftover).
+fn engine_owned(prop: &Value) -> bool {
+    prop.get("description")
+        .and_then(Value::as_str)
+        .is_some_and(|d| d.contains("engine-owned") || d.starts_with("Version 1 only"))
+}
+
 fn synonym(key: &str) -> Option<&'static str> {
     Some(match key {
         "dependencies" | "depends_on" | "depends" | "needs" | "requires" | "after" => "deps",
@@ -369,6 +383,15 @@ pub fn warnings(state: &StateFile) -> Vec<String> {
                  add an alternative, or depend on it directly (`deps: [{only}]`)"
             ));
         }
+    }
+    let constraints = &state.objective.constraints;
+    if constraints.commit() == crate::state::CommitPolicy::PerAtom
+        && constraints.isolation() == crate::state::Isolation::None
+    {
+        out.push(
+            "objective.constraints.commit: per_atom commits what isolation lands; with `isolation: none` nothing is committed"
+                .to_string(),
+        );
     }
     out
 }

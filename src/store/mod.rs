@@ -62,6 +62,14 @@ impl Paths {
         self.aot_dir.parent().unwrap_or(Path::new("."))
     }
 
+    /// Returns `.aot/<state>.before-<revision>.<ext>`: where the user's part
+    /// of the file is kept when a change writes it afresh.
+    pub fn before(&self, revision: u64, format: Format) -> PathBuf {
+        let name = self.state.file_name().unwrap_or_default().to_string_lossy();
+        self.aot_dir
+            .join(format!("{name}.before-{revision}.{}", format.extension()))
+    }
+
     /// Returns `<state>.rejected-<n>.<ext>` for the first unused `n`.
     pub fn next_rejected(&self, format: Format) -> PathBuf {
         let name = self
@@ -171,6 +179,9 @@ pub struct Transacted<R> {
     /// Edits that landed while the file was being saved, kept as
     /// `<state>.rejected-<n>` (the caller tells the user to apply them again).
     pub set_aside: Vec<PathBuf>,
+    /// The user's part as it was written — comments, layout — when this
+    /// change had it written afresh from its content, saved here first.
+    pub restyled: Option<PathBuf>,
 }
 
 /// A held read-modify-write lock; released on drop.
@@ -268,7 +279,7 @@ struct Base {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Compacted {
     /// The journal is one record now.
-    Done(journal::Compaction),
+    Done(Box<journal::Compaction>),
     /// It held at most one record already.
     NothingToFold,
     /// The state file does not hold what the journal says (records not saved
@@ -306,6 +317,8 @@ pub struct Store {
     disk_hash: Option<u64>,
     /// Edits found overwritten-in-waiting at a save, kept aside (see `write`).
     preserved: Vec<PathBuf>,
+    /// The user's part as it was before a save wrote it afresh (see `keep_restyled`).
+    restyled: Option<PathBuf>,
     durable: bool,
 }
 
@@ -329,6 +342,7 @@ impl Store {
             unsaved: Vec::new(),
             disk_hash: None,
             preserved: Vec::new(),
+            restyled: None,
             durable: true,
         }
     }
@@ -377,6 +391,7 @@ impl Store {
             state,
             out,
             set_aside: self.take_preserved(),
+            restyled: self.take_restyled(),
         }))
     }
 
@@ -512,7 +527,7 @@ impl Store {
             return Ok(Compacted::NothingToFold);
         };
         self.unsaved.clear();
-        Ok(Compacted::Done(compaction))
+        Ok(Compacted::Done(Box::new(compaction)))
     }
 
     /// After the journal was cut, replaced or deleted under this store
@@ -548,11 +563,79 @@ impl Store {
         }
     }
 
-    /// Looks for an edit of the file made since this store last wrote it,
-    /// after folding in other processes' journal records.
-    pub fn hand_edit(&mut self, state: &mut dyn Folded) -> Result<DiskEdit, StoreError> {
+    /// Takes in an edit of the file made since this store last wrote it, after
+    /// folding in other processes' journal records, and writes the file from
+    /// the result — all under one lock. Another process (`aot redirect`)
+    /// saving the same file meanwhile therefore either merged the edit itself
+    /// (and this store finds it explained by the journal) or finds the file
+    /// already rewritten: an edit is taken in once, never twice. A valid edit
+    /// of user-owned fields is journaled as corrections (as a redirect would
+    /// make them); an invalid one, or one of engine-owned fields, is saved
+    /// aside and journaled as `edit_rejected`, and the file goes back to the
+    /// last good state. When the file changes again while it is read (an
+    /// editor still writing), nothing is recorded and `Changed` says to look again.
+    pub fn take_edit(&mut self, state: &mut dyn Folded) -> Result<TakenEdit, StoreError> {
         let _lock = self.lock()?;
         self.catch_up(state)?;
+        let (hash, taken, bytes) = match self.hand_edit()? {
+            DiskEdit::None => return Ok(TakenEdit::None),
+            DiskEdit::Invalid {
+                diagnostics,
+                hash,
+                text,
+            } => (hash, Err(diagnostics.render(false)), text),
+            DiskEdit::Edited {
+                before,
+                after,
+                hash,
+                text,
+            } => (
+                hash,
+                crate::correct::from_edit(&before, &after.state, self.clock.now()).map_err(|r| r.to_string()),
+                text,
+            ),
+        };
+        let now = std::fs::read(&self.paths.state)
+            .map(|b| document::content_hash(&b))
+            .ok();
+        if now != Some(hash) {
+            return Ok(TakenEdit::Changed);
+        }
+        let outcome = match taken {
+            Ok(events) => {
+                self.append_deferred(state, events)?;
+                TakenEdit::Merged
+            }
+            Err(why) => {
+                let aside = self.save_aside(&bytes)?;
+                let why = why.trim_end().to_string();
+                self.append_deferred(
+                    state,
+                    vec![Event::EditRejected {
+                        why: why.clone(),
+                        kept: aside.display().to_string(),
+                    }],
+                )?;
+                TakenEdit::Refused { why, aside }
+            }
+        };
+        if let Some(base) = &mut self.base {
+            // The edit was taken in (or set aside): its user text is what to keep.
+            match document::from_bytes(&self.paths.state, bytes.as_bytes(), hash) {
+                Ok(doc) => {
+                    base.header = doc.header;
+                    base.user_text = doc.user_text;
+                }
+                Err(_) => base.header = document::header_of(&bytes),
+            }
+        }
+        self.write(state.state())?;
+        Ok(outcome)
+    }
+
+    /// Looks for an edit of the file made since this store last wrote it. The
+    /// caller holds the lock and has caught up with the journal.
+    fn hand_edit(&mut self) -> Result<DiskEdit, StoreError> {
         let Some((base_hash, base_revision)) = self.base.as_ref().map(|b| (b.hash, b.state.run.revision)) else {
             return Ok(DiskEdit::None);
         };
@@ -605,33 +688,6 @@ impl Store {
         let path = self.paths.next_rejected(self.format);
         write_atomic(&path, text.as_bytes()).map_err(io_error(&path))?;
         Ok(path)
-    }
-
-    /// Writes `state` over the file if it still holds the bytes hashed
-    /// `seen` (an edit that has been taken in or set aside); returns false when
-    /// the file changed again meanwhile, so the caller looks again.
-    pub fn overwrite_if(&mut self, state: &mut dyn Folded, seen: u64) -> Result<bool, StoreError> {
-        let _lock = self.lock()?;
-        self.catch_up(state)?;
-        let current = std::fs::read(&self.paths.state)
-            .map(|b| document::content_hash(&b))
-            .ok();
-        if current != Some(seen) {
-            return Ok(false);
-        }
-        self.disk_hash = Some(seen);
-        if let (Ok(bytes), Some(base)) = (std::fs::read(&self.paths.state), &mut self.base) {
-            // The edit was taken in (or set aside): its user text is what to keep.
-            match document::from_bytes(&self.paths.state, &bytes, seen) {
-                Ok(doc) => {
-                    base.header = doc.header;
-                    base.user_text = doc.user_text;
-                }
-                Err(_) => base.header = document::header_of(&String::from_utf8_lossy(&bytes)),
-            }
-        }
-        self.write(state.state())?;
-        Ok(true)
     }
 
     /// Applies records other processes appended since this store last looked.
@@ -715,6 +771,32 @@ impl Store {
         document::render(state, self.format, header, kept).map_err(StoreError::Serialize)
     }
 
+    /// Saves the user's part as last written aside when the new text writes
+    /// it afresh and it carried what a fresh rendering drops (comments,
+    /// flow style, blank lines, quoting): no one's words are lost unseen.
+    fn keep_restyled(&mut self, new: &Option<document::UserText>) -> Result<(), StoreError> {
+        let Some(base) = &self.base else {
+            return Ok(());
+        };
+        let (Some(old), Some(new)) = (&base.user_text, new) else {
+            return Ok(());
+        };
+        if old.text == new.text || document::is_rendered(old, &base.header) {
+            return Ok(());
+        }
+        let aside = self.paths.before(base.state.run.revision, self.format);
+        std::fs::create_dir_all(&self.paths.aot_dir).map_err(io_error(&self.paths.aot_dir))?;
+        std::fs::write(&aside, &old.text).map_err(io_error(&aside))?;
+        self.restyled = Some(aside);
+        Ok(())
+    }
+
+    /// Returns where the user's part was kept when the last saves wrote it
+    /// afresh (see `keep_restyled`), for the caller to report.
+    pub fn take_restyled(&mut self) -> Option<PathBuf> {
+        self.restyled.take()
+    }
+
     /// Returns the edits that were written to the file while this store was
     /// saving it, each kept aside as `<state>.rejected-<n>`, for the caller to report.
     pub fn take_preserved(&mut self) -> Vec<PathBuf> {
@@ -731,6 +813,7 @@ impl Store {
     fn write(&mut self, state: &StateFile) -> Result<(), StoreError> {
         self.ensure_journal()?.sync()?;
         let (text, user_text) = self.render(state)?;
+        self.keep_restyled(&user_text)?;
         let path = self.paths.state.clone();
         let dir = self.paths.dir().to_path_buf();
         let io = io_error(&path);
@@ -940,9 +1023,28 @@ impl Store {
     }
 }
 
+/// What [`Store::take_edit`] did with the file.
+#[derive(Debug)]
+pub enum TakenEdit {
+    /// Nothing new: the file is this store's last write, or explained by the journal.
+    None,
+    /// The file changed again while it was read: nothing recorded, look again.
+    Changed,
+    /// A valid edit, journaled, and the file written from it.
+    Merged,
+    /// An edit that could not be applied: saved aside, journaled as refused,
+    /// and the file written back from the last good state.
+    Refused {
+        /// Why it was refused.
+        why: String,
+        /// Where the edited text was kept.
+        aside: PathBuf,
+    },
+}
+
 /// What the state file holds compared with what this store expects.
 #[derive(Debug)]
-pub enum DiskEdit {
+enum DiskEdit {
     /// Nothing new: the file is this store's last write, or explained by the journal.
     None,
     /// A valid edit: `before` is what the file held before it, `after` what it holds.

@@ -93,6 +93,7 @@ impl CommandResult {
                 _ => None,
             },
             summary: None,
+            discarded: None,
         }
     }
 

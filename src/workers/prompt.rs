@@ -28,6 +28,9 @@ fn correction(atom: &crate::state::Atom, r: &crate::journal::Reflection) -> Stri
     if let Some(summary) = &r.ended.summary {
         out.push_str(&format!("\n  you said then: {summary}"));
     }
+    if let Some(discarded) = &r.ended.discarded {
+        out.push_str(&format!("\n  it had changed (discarded): {discarded}"));
+    }
     out.push_str("\n  evidence:");
     for line in r.message.lines() {
         out.push_str("\n    ");
@@ -61,10 +64,13 @@ pub fn agent_prompt(assignment: &Assignment, task: &str) -> String {
             .collect(),
     );
     if !brief.corrections.is_empty() {
-        corrections.push_str(
+        corrections.push_str(if brief.isolated {
+            "\nThe working tree is clean again: what the failed attempts changed was discarded \
+             (each line above says what). Start from the tree as it is."
+        } else {
             "\nThe working tree still holds the last attempt's edits: aot does not undo files between attempts. \
-             Start from what is there, or undo it first.",
-        );
+             Start from what is there, or undo it first."
+        });
     }
     let checks = list(assignment.spec.check.iter().map(|c| format!("- `{c}`")).collect());
     let must_not = list(brief.must_not.iter().map(|m| format!("- {m}")).collect());

@@ -85,6 +85,7 @@ fn child_entry() {
                             artifacts: Vec::new(),
                             at: aot::model::time::Timestamp::now(),
                             attempt: 1,
+                            changes: None,
                         },
                     },
                     Event::AtomsReset { atoms: vec![atom] },

@@ -244,6 +244,7 @@ fn graph_export_shows_progress_and_the_chosen_alternative() {
                         artifacts: Vec::new(),
                         at: Timestamp::from_millis(0),
                         attempt: 1,
+                        changes: None,
                     },
                 },
             ],

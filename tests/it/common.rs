@@ -48,6 +48,7 @@ pub fn binding(summary: &str) -> Binding {
         artifacts: Vec::new(),
         at: Timestamp::from_millis(1_767_225_600_000),
         attempt: 1,
+        changes: None,
     }
 }
 

@@ -32,6 +32,7 @@ fn roles(worker: Arc<dyn Worker>) -> Roles {
         worker,
         validator: Arc::new(CommandValidator),
         planner: Arc::new(Alternatives),
+        workspace: None,
     }
 }
 

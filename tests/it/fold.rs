@@ -44,6 +44,7 @@ fn event() -> impl Strategy<Value = Event> {
                 artifacts: Vec::new(),
                 at: Timestamp::from_millis(1_767_225_600_000),
                 attempt: 1,
+                changes: None,
             },
         }),
         (atom(), 1..4u32, class()).prop_map(|(atom, attempt, class)| Event::AttemptFailed {

@@ -108,6 +108,7 @@ mod shell_words {
                 artifacts: vec![],
                 at: Timestamp::from_millis(0),
                 attempt: 1,
+                changes: None,
             });
             let mut shell = ShellText::default();
             let command = shell.render(PLACES[place], &bindings).unwrap();

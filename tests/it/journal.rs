@@ -22,6 +22,7 @@ fn binding() -> Binding {
         artifacts: vec!["target/debug/app".into()],
         at: at(5),
         attempt: 2,
+        changes: None,
     }
 }
 
@@ -68,6 +69,7 @@ fn one_of_each() -> Vec<Event> {
                 exit_code: Some(127),
                 signal: None,
                 summary: Some("ran cargo build".into()),
+                discarded: Some("1 file: src/main.rs (+2 -1)".into()),
             },
         },
         Event::AtomSolved {
@@ -87,6 +89,7 @@ fn one_of_each() -> Vec<Event> {
                 exit_code: None,
                 signal: Some(9),
                 summary: None,
+                discarded: None,
             },
         },
         Event::AtomsReset {
@@ -192,6 +195,26 @@ fn one_of_each() -> Vec<Event> {
         Event::BlocksOverridden {
             atoms: vec!["patch-b".into()],
         },
+        // Newer than version 5.
+        Event::ChangesLanded {
+            atom: "build".into(),
+            attempt: 1,
+            changes: changes(),
+            commit: Some("3fcda4d5d3dcb82bdc3f54ad52c822b61312a1c5".into()),
+        },
+        Event::ChangesDiscarded {
+            atom: "build".into(),
+            attempt: 2,
+            changes: changes(),
+            kept: Some("/repo/.git/aot/aot.yaml/kept/1".into()),
+        },
+        Event::ChangesUndone {
+            atom: "build".into(),
+            changes: changes(),
+            kept: vec!["src/main.rs (both changed the same lines)".into()],
+            commit: None,
+        },
+        Event::WorkspaceRecovered { changes: changes() },
     ];
     for event in &events {
         match event {
@@ -220,10 +243,37 @@ fn one_of_each() -> Vec<Event> {
             | Event::RunPaused {}
             | Event::EditRejected { .. }
             | Event::BlocksOverridden { .. }
+            | Event::ChangesLanded { .. }
+            | Event::ChangesDiscarded { .. }
+            | Event::ChangesUndone { .. }
+            | Event::WorkspaceRecovered { .. }
             | Event::RunStopped { .. } => {}
         }
     }
     events
+}
+
+fn changes() -> aot::model::Changes {
+    use aot::model::changes::{ChangeKind, FileChange};
+    aot::model::Changes {
+        before: "4b825dc642cb6eb9a060e54bf8d69288fbee4904".into(),
+        after: "9256ebee319acdd0387d4e4a250a53295cc5b7cc".into(),
+        files: vec![
+            FileChange {
+                path: "src/main.rs".into(),
+                change: ChangeKind::Modified,
+                added: 2,
+                removed: 1,
+            },
+            FileChange {
+                path: "notes.txt".into(),
+                change: ChangeKind::Added,
+                added: 1,
+                removed: 0,
+            },
+        ],
+        more: 0,
+    }
 }
 
 fn golden_records() -> Vec<Record> {
@@ -280,10 +330,41 @@ fn golden_records_round_trip_byte_for_byte() {
     );
 }
 
+/// Today's golden records as a version before 6 wrote them: no workspace
+/// records, and failures without what their attempt had changed.
+fn golden_records_before_v6() -> Vec<Record> {
+    golden_records()
+        .into_iter()
+        .filter(|r| !r.event.kind().starts_with("changes_") && r.event.kind() != "workspace_recovered")
+        .map(|mut r| {
+            if let Event::AttemptFailed { ended, .. } | Event::AtomFailed { ended, .. } = &mut r.event {
+                ended.discarded = None;
+            }
+            r
+        })
+        .collect()
+}
+
+/// The golden records of version 5 still read, into the same domain records.
+#[test]
+fn version_5_golden_records_still_read() {
+    let dir = root().join("tests/fixtures/journal/v5");
+    let mut read = 0;
+    for record in &golden_records_before_v6() {
+        let path = dir.join(format!("{}.jsonl", record.event.kind()));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let old: Record = serde_json::from_str(&text).unwrap();
+        assert_eq!(old.v, RECORD_VERSION, "upgraded on read");
+        assert_eq!(&old, record, "version 5 `{}` reads as today's", record.event.kind());
+        read += 1;
+    }
+    assert_eq!(read, std::fs::read_dir(&dir).unwrap().count());
+}
+
 /// Today's golden records as a version before 5 wrote them: no refused
 /// edits, and failures without exit code, signal or summary.
 fn golden_records_before_v5() -> Vec<Record> {
-    golden_records()
+    golden_records_before_v6()
         .into_iter()
         .filter(|r| !["edit_rejected", "blocks_overridden"].contains(&r.event.kind()))
         .map(|mut r| {

@@ -11,6 +11,7 @@ mod ggs;
 mod graph;
 mod graph_props;
 mod hostile;
+mod isolation;
 mod journal;
 mod memory;
 mod moves;

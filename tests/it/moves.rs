@@ -241,10 +241,45 @@ fn reset_reruns_a_solved_atom_and_its_dependents() {
 }
 
 #[test]
+fn reset_keeps_a_given_up_alternative_given_up() {
+    let env = TestEnv::new();
+    let atoms = "  constraints: { max_retries: 0 }
+graph:
+  atoms:
+    gen: { run: 'echo data > data.txt' }
+    fix: { or: [alt-a, alt-b] }
+    alt-a: { run: 'echo a >> a.log; exit 1', deps: [gen], tool: tool-a }
+    alt-b: { run: 'echo b >> b.log; cp data.txt out.txt', deps: [gen], tool: tool-b }
+";
+    env.write("aot.yaml", &aligned("test -f out.txt", atoms));
+    let run = env.aot(&["start"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    std::fs::remove_file(env.path("out.txt")).unwrap();
+    let run = env.aot(&["redirect", "--reset", "gen"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    let state = state(&env);
+    assert_eq!(
+        state.graph.atoms["alt-a"].status,
+        AtomStatus::Failed,
+        "given up stays given up"
+    );
+    for id in ["gen", "alt-b", "fix"] {
+        assert_eq!(state.graph.atoms[id].status, AtomStatus::Pending, "{id}");
+    }
+    assert_eq!(env.aot(&["start"]).code, 0);
+    assert_eq!(
+        std::fs::read_to_string(env.path("a.log")).unwrap(),
+        "a\n",
+        "alt-a ran once"
+    );
+    assert_eq!(std::fs::read_to_string(env.path("b.log")).unwrap(), "b\nb\n");
+}
+
+#[test]
 fn after_an_abandon_the_untried_alternative_and_the_budget_moves_work_as_printed() {
     for needle in ["--choose fix=c", "--set max_replans="] {
         let env = TestEnv::new();
-        let atoms = "  constraints: { max_retries: 0, max_replans: 1 }
+        let atoms = "  constraints: { max_retries: 0, max_replans: 2 }
 graph:
   atoms:
     fix: { or: [a, b, d, c] }

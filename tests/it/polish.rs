@@ -144,7 +144,7 @@ fn a_duplicate_key_is_reported_with_the_files_other_problems() {
     assert_eq!(run.code, 1);
     for needle in [
         "unsupported version 7",
-        "duplicate mapping key: goal",
+        "objective.goal: duplicate key",
         "dependency `nope` is not an atom",
         "aot.yaml: 3 problems",
     ] {

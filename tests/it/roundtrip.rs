@@ -82,16 +82,39 @@ fn a_commented_flow_styled_file_run_to_completion_keeps_its_user_part_byte_for_b
     // The engine's section is the file's end, and the only thing after the user's part.
     assert_eq!(text.matches(aot::state::document::ENGINE_MARKER).count(), 1);
 
-    // Stop, redirect a constraint and resume: the user's part is still as written.
-    assert_eq!(env.aot(&["stop"]).code, 0);
-    assert_eq!(env.aot(&["redirect", "--set", "max_retries=2"]).code, 0);
+    // A redirect of the engine's part (a re-run) leaves the user's part as written.
+    let run = env.aot(&["redirect", "--reset", "a"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    assert!(!run.stderr.contains("written afresh"), "{}", run.stderr);
     let text = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
-    assert_ne!(
-        user_part(&text),
-        COMMENTED,
-        "a constraint is the user's: the part is rendered anew"
-    );
+    assert_eq!(user_part(&text), COMMENTED);
+    assert!(!env.path(".aot").read_dir().unwrap().any(|e| {
+        let name = e.unwrap().file_name();
+        name.to_string_lossy().contains(".before-")
+    }));
+
+    // A constraint is the user's: the part is written afresh, and the text as
+    // it was is kept, and said where.
+    let run = env.aot(&["redirect", "--set", "max_retries=2"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    let text = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
+    assert_ne!(user_part(&text), COMMENTED);
     assert!(text.contains("max_retries: 2"), "{text}");
+    let kept = run
+        .stderr
+        .split("the text as it was is kept in ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("says where the old text is: {}", run.stderr))
+        .trim();
+    assert!(kept.contains(".aot/aot.yaml.before-"), "{kept}");
+    // (`path` joins a relative path to the test folder; an absolute one stays.)
+    let kept = std::fs::read_to_string(env.path(kept)).unwrap_or_else(|e| panic!("{kept}: {e}"));
+    assert_eq!(kept, COMMENTED, "the words as written, comments and all");
+
+    // Written afresh once, the part has nothing more to lose: no more copies.
+    let run = env.aot(&["redirect", "--set", "max_retries=3"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    assert!(!run.stderr.contains("written afresh"), "{}", run.stderr);
 }
 
 #[test]

@@ -50,3 +50,13 @@ fn the_schema_rejects_what_validate_rejects() {
         assert!(!validator.is_valid(&value), "{name} passes the schema");
     }
 }
+
+#[test]
+fn the_journal_record_the_docs_show_is_the_format_aot_writes() {
+    let docs = std::fs::read_to_string(root().join("docs/state-file.md")).unwrap();
+    let shown = format!("{{\"v\":{},\"seq\":N", aot::journal::wire::WIRE_VERSION);
+    assert!(
+        docs.contains(&shown),
+        "docs/state-file.md should show the journal record as `{shown}…`"
+    );
+}

@@ -248,6 +248,8 @@ fn a_redirect_that_would_break_the_graph_is_refused_and_changes_nothing() {
         (vec!["redirect", "--choose", "config=report"], "not an alternative"),
         (vec!["redirect", "--set", "max_retries=lots"], "whole number"),
         (vec!["redirect", "--set", "colour=blue"], "unknown constraint"),
+        (vec!["redirect", "--set", "isolation=copy"], "isolation is git or none"),
+        (vec!["redirect", "--set", "commit=always"], "commit is per_atom or none"),
         (vec!["redirect"], "nothing to change"),
     ] {
         let run = env.aot(&args);
@@ -412,7 +414,8 @@ fn redirects_racing_a_busy_loop_are_each_applied_and_journaled_once() {
         .count();
     assert!(
         by_hand >= 1 && by_hand <= hand_edits,
-        "{by_hand} hand-edit corrections for {hand_edits} edits"
+        "{by_hand} hand-edit corrections for {hand_edits} edits: {:#?}",
+        state.corrections
     );
     assert_eq!(
         state.corrections.len() - by_hand,

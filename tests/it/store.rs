@@ -400,3 +400,53 @@ fn an_edit_that_lands_during_a_transaction_is_kept_aside_and_reported() {
     let kept = std::fs::read_to_string(&done.set_aside[0]).unwrap();
     assert!(kept.ends_with("# my edit\n"), "{kept}");
 }
+
+#[test]
+fn a_hand_edit_raced_by_another_process_saving_is_taken_in_once() {
+    // The runner takes hand edits in while `aot redirect` (another store on
+    // the same file) saves: whichever sees the edit first merges it, and the
+    // other finds it explained by the journal — never two corrections.
+    let env = TestEnv::new();
+    let path = env.example("diamond.yaml");
+    let mut runner = env.store(&path);
+    let (mut state, _) = runner.open().unwrap();
+    let edits = 60;
+    for i in 0..edits {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let edited = text.replacen(
+            "graph:\n  atoms:\n",
+            &format!("graph:\n  atoms:\n    hand{i}:\n      run: 'true'\n"),
+            1,
+        );
+        assert_ne!(edited, text);
+        std::fs::write(&path, &edited).unwrap();
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let mut other = env.store(&path);
+                other
+                    .transact(|s| {
+                        let mut control = s.control.clone();
+                        control.stop_reason = Some(format!("redirect {i}"));
+                        Ok::<_, String>((vec![Event::ControlSet { control }], ()))
+                    })
+                    .unwrap()
+                    .unwrap();
+            });
+            runner.take_edit(&mut state).unwrap();
+        });
+        runner.commit(&mut state, Vec::new()).unwrap();
+    }
+    let by_hand = state
+        .corrections
+        .iter()
+        .filter(|c| c.description.starts_with("hand edit"))
+        .count();
+    assert_eq!(by_hand, edits, "one correction per edit: {:#?}", state.corrections);
+    for i in 0..edits {
+        assert!(
+            state.graph.atoms.contains_key(format!("hand{i}").as_str()),
+            "hand{i} kept"
+        );
+    }
+    assert_replay_agrees(&path);
+}

@@ -135,7 +135,8 @@ fn validate_json_output_lists_each_problem_with_its_place() {
           "column": 39,
           "help": "did you mean `fetch`?"
         }
-      ]
+      ],
+      "warnings": []
     }
     "#);
 }

@@ -1,0 +1,669 @@
+//! Workspace isolation in real git repositories: what an attempt changes
+//! reaches the user's tree only when it succeeds; failed, cancelled and
+//! losing attempts leave nothing; parallel atoms merge or conflict; a killed
+//! run's attempt is put back by the next start.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::common::{TestEnv, aot_command, wait_until};
+
+/// A git repository in a temporary folder, with `a.txt` committed.
+struct Repo {
+    env: TestEnv,
+    /// A folder outside the repository for markers tests wait on.
+    marks: tempfile::TempDir,
+}
+
+impl Repo {
+    fn new() -> Self {
+        let env = TestEnv::new();
+        let repo = Repo {
+            env,
+            marks: tempfile::tempdir().expect("marks folder"),
+        };
+        repo.git(&["init", "-q"]);
+        repo.git(&["config", "user.email", "test@example.com"]);
+        repo.git(&["config", "user.name", "Test"]);
+        repo.env.write("a.txt", "one\ntwo\nthree\n");
+        repo.env.write(".gitignore", "target/\n.aot/\n");
+        repo.git(&["add", "a.txt", ".gitignore"]);
+        repo.git(&["commit", "-q", "-m", "start"]);
+        repo
+    }
+
+    fn dir(&self) -> &Path {
+        self.env.dir.path()
+    }
+
+    fn mark(&self, name: &str) -> PathBuf {
+        self.marks.path().join(name)
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(self.dir())
+            .args(args)
+            .output()
+            .expect("run git");
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn read(&self, name: &str) -> Option<String> {
+        std::fs::read_to_string(self.env.path(name)).ok()
+    }
+
+    /// Writes `aot.yaml` with these constraints and atoms (YAML, indented for `graph.atoms`).
+    fn plan(&self, constraints: &str, atoms: &str) {
+        self.env.write(
+            "aot.yaml",
+            &format!(
+                "version: 2\nobjective:\n  goal: g\n  background_intent: b\n  deliverables: d\n  definition_of_done: done\n  base_case: {{ command: 'test -e done.txt' }}\n  constraints: {{ {constraints} }}\ngraph:\n  atoms:\n{atoms}"
+            ),
+        );
+    }
+
+    fn start(&self) -> crate::common::Run {
+        self.env.aot(&["start"])
+    }
+
+    fn journal(&self) -> String {
+        self.read("aot.yaml.journal.jsonl").unwrap_or_default()
+    }
+
+    /// The shell that marks a worker as running: its process group in
+    /// `<name>.pid`, then `<name>.started`.
+    fn running(&self, name: &str) -> String {
+        format!(
+            "echo $$ > {}; touch {}",
+            self.mark(&format!("{name}.pid")).display(),
+            self.mark(&format!("{name}.started")).display()
+        )
+    }
+
+    /// Starts `aot start`, waits until each of `workers` runs (see
+    /// [`Repo::running`]), then SIGKILLs aot and the workers' groups.
+    fn kill_mid_run(&self, workers: &[&str]) {
+        let mut child = aot_command(self.dir())
+            .arg("start")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start aot");
+        wait_until(self.marks.path(), "the workers run", || {
+            workers.iter().all(|w| self.mark(&format!("{w}.started")).exists())
+        });
+        child.kill().expect("SIGKILL aot");
+        let _ = child.wait();
+        for worker in workers {
+            let pid = std::fs::read_to_string(self.mark(&format!("{worker}.pid"))).unwrap();
+            let _ = Command::new("kill")
+                .args(["-9", "--", &format!("-{}", pid.trim())])
+                .status();
+        }
+    }
+
+    /// No copy of the tree and no ref of aot's is left.
+    fn assert_clean_after_run(&self) {
+        let worktrees = self.git(&["worktree", "list", "--porcelain"]);
+        assert_eq!(
+            worktrees.matches("worktree ").count(),
+            1,
+            "stray worktrees:\n{worktrees}"
+        );
+        assert_eq!(self.git(&["for-each-ref", "refs/aot"]), "", "stray refs");
+        assert_eq!(self.git(&["stash", "list"]), "");
+    }
+}
+
+#[test]
+fn a_failed_alternatives_edit_and_new_file_are_gone_and_the_next_ones_edit_stays() {
+    let repo = Repo::new();
+    repo.plan(
+        "max_retries: 0",
+        "    fix:\n      or: [wrong, right]\n    wrong:\n      run: 'echo wrong > a.txt && echo junk > new.txt && false'\n    right:\n      run: 'echo right > a.txt && touch done.txt'\n",
+    );
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(repo.read("a.txt").as_deref(), Some("right\n"));
+    assert_eq!(repo.read("new.txt"), None, "the failed alternative's new file is gone");
+    let journal = repo.journal();
+    assert!(
+        journal.contains(r#""type":"changes_discarded","atom":"wrong""#),
+        "{journal}"
+    );
+    assert!(
+        journal.contains(r#"{"path":"new.txt","change":"added","added":1}"#),
+        "{journal}"
+    );
+    assert!(
+        journal.contains(r#""type":"changes_landed","atom":"right""#),
+        "{journal}"
+    );
+    repo.assert_clean_after_run();
+}
+
+#[test]
+fn a_retry_starts_from_a_clean_tree_and_is_told_what_was_discarded() {
+    let repo = Repo::new();
+    // Attempt 1 leaves half.txt and fails; attempt 2 succeeds only if half.txt is gone.
+    repo.plan(
+        "max_retries: 1",
+        "    work:\n      run: 'test ! -e half.txt && echo \"$AOT_CORRECTION\" > correction.json && echo x > half.txt && test \"$AOT_ATTEMPT\" = 2 && touch done.txt'\n",
+    );
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, repo.journal());
+    let correction: serde_json::Value =
+        serde_json::from_str(&repo.read("correction.json").unwrap()).expect("AOT_CORRECTION is JSON");
+    assert_eq!(correction["working_tree"], "clean");
+    assert_eq!(
+        correction["discarded"],
+        "2 files: correction.json (new, +1), half.txt (new, +1)"
+    );
+    assert_eq!(repo.read("half.txt").as_deref(), Some("x\n"));
+    repo.assert_clean_after_run();
+}
+
+#[test]
+fn of_two_speculative_racers_writing_one_file_only_the_winners_content_lands() {
+    let repo = Repo::new();
+    let loser_wrote = repo.mark("loser-wrote");
+    repo.plan(
+        "max_parallel_agents: 2",
+        &format!(
+            "    race:\n      or: [slow, fast]\n      speculative: true\n    slow:\n      run: 'echo slow >> a.txt && touch {mark} && sleep 1000'\n    fast:\n      run: 'while [ ! -e {mark} ]; do sleep 0.05; done; echo fast >> a.txt && touch done.txt'\n",
+            mark = loser_wrote.display()
+        ),
+    );
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(repo.read("a.txt").as_deref(), Some("one\ntwo\nthree\nfast\n"));
+    repo.assert_clean_after_run();
+}
+
+#[test]
+fn parallel_atoms_editing_different_files_or_lines_all_land() {
+    let repo = Repo::new();
+    let top = repo.dir().display().to_string();
+    // `second` finishes after `first` landed (it waits for first's line in the
+    // user's tree), so its change merges with first's in the same file.
+    repo.plan(
+        "max_parallel_agents: 3",
+        &format!(
+            "    all:\n      deps: [first, second, other]\n      run: 'touch done.txt'\n    first:\n      run: 'sed -i s/one/ONE/ a.txt'\n    second:\n      run: 'until grep -q ONE {top}/a.txt; do sleep 0.05; done; sed -i s/three/THREE/ a.txt'\n    other:\n      run: 'echo b > b.txt'\n"
+        ),
+    );
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, repo.journal());
+    assert_eq!(repo.read("a.txt").as_deref(), Some("ONE\ntwo\nTHREE\n"));
+    assert_eq!(repo.read("b.txt").as_deref(), Some("b\n"));
+    repo.assert_clean_after_run();
+}
+
+#[test]
+fn parallel_atoms_editing_the_same_lines_is_a_reported_conflict_of_the_later_one() {
+    let repo = Repo::new();
+    let top = repo.dir().display().to_string();
+    repo.plan(
+        "max_parallel_agents: 2, max_retries: 0",
+        &format!(
+            "    all:\n      deps: [first, second]\n      run: 'touch done.txt'\n    first:\n      run: 'sed -i s/two/FIRST/ a.txt'\n    second:\n      run: 'until grep -q FIRST {top}/a.txt; do sleep 0.05; done; sed -i s/two/SECOND/ a.txt'\n"
+        ),
+    );
+    let run = repo.start();
+    assert_ne!(run.code, 0);
+    assert_eq!(
+        repo.read("a.txt").as_deref(),
+        Some("one\nFIRST\nthree\n"),
+        "what landed first stays"
+    );
+    let journal = repo.journal();
+    let failed = journal
+        .lines()
+        .find(|l| l.contains(r#""type":"atom_failed","atom":"second""#))
+        .unwrap_or_else(|| panic!("second failed:\n{journal}"));
+    assert!(failed.contains(r#""class":"logical""#), "{failed}");
+    assert!(failed.contains(r#""criterion":"merge""#), "{failed}");
+    assert!(failed.contains("a.txt (both changed the same lines)"), "{failed}");
+    repo.assert_clean_after_run();
+}
+
+#[test]
+fn a_probes_write_is_discarded() {
+    let repo = Repo::new();
+    repo.plan(
+        "max_retries: 0",
+        "    work:\n      run: 'exit 127'\n      probe: 'echo probed > probe.txt; exit 1'\n",
+    );
+    let run = repo.start();
+    assert_eq!(run.code, 7, "blocked: {}", run.stderr);
+    assert_eq!(repo.read("probe.txt"), None);
+    repo.assert_clean_after_run();
+}
+
+#[test]
+fn the_users_uncommitted_changes_are_the_starting_point_and_stay() {
+    let repo = Repo::new();
+    repo.env.write("a.txt", "one\nmine\nthree\n");
+    repo.env.write("untracked.txt", "my notes\n");
+    repo.plan(
+        "max_retries: 0",
+        "    fix:\n      or: [wrong, right]\n    wrong:\n      run: 'rm untracked.txt && sed -i s/one/bad/ a.txt && false'\n    right:\n      run: 'grep -q mine a.txt && sed -i s/three/THREE/ a.txt && touch done.txt'\n",
+    );
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, repo.journal());
+    assert_eq!(repo.read("a.txt").as_deref(), Some("one\nmine\nTHREE\n"));
+    assert_eq!(repo.read("untracked.txt").as_deref(), Some("my notes\n"));
+    // Nothing was staged or committed behind the user's back.
+    assert_eq!(repo.git(&["diff", "--cached", "--name-only"]), "");
+    assert_eq!(repo.git(&["rev-list", "--count", "HEAD"]).trim(), "1");
+    repo.assert_clean_after_run();
+}
+
+#[test]
+fn a_backtrack_undoes_what_the_given_up_branch_landed() {
+    let repo = Repo::new();
+    // `plan-a` is an AND of a step that lands and one that fails: the
+    // backtrack to `plan-b` must take the landed step's file away.
+    repo.plan(
+        "max_retries: 0",
+        "    fix:\n      or: [plan-a, plan-b]\n    plan-a:\n      deps: [a-step1, a-step2]\n      run: 'true'\n    a-step1:\n      run: 'echo step1 > step1.txt && sed -i s/one/A1/ a.txt'\n    a-step2:\n      deps: [a-step1]\n      run: 'false'\n    plan-b:\n      run: 'test ! -e step1.txt && grep -q one a.txt && touch done.txt'\n",
+    );
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, repo.journal());
+    assert_eq!(repo.read("step1.txt"), None);
+    assert_eq!(repo.read("a.txt").as_deref(), Some("one\ntwo\nthree\n"));
+    assert!(repo.journal().contains(r#""type":"changes_undone","atom":"a-step1""#));
+    repo.assert_clean_after_run();
+}
+
+#[test]
+fn a_run_killed_mid_attempt_has_its_tree_put_back_by_the_next_start() {
+    let repo = Repo::new();
+    let second = repo.mark("second");
+    repo.plan(
+        "max_retries: 0",
+        &format!(
+            "    a:\n      run: 'echo landed > a.txt'\n    b:\n      deps: [a]\n      run: 'if [ -e {second} ]; then touch done.txt; else echo partial > b.txt; {running}; sleep 1000; fi'\n",
+            second = second.display(),
+            running = repo.running("b"),
+        ),
+    );
+    repo.kill_mid_run(&["b"]);
+    assert_eq!(
+        repo.read("b.txt").as_deref(),
+        Some("partial\n"),
+        "the kill left b's edit"
+    );
+    std::fs::write(&second, "").unwrap();
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, repo.journal());
+    assert_eq!(repo.read("b.txt"), None, "the killed attempt's file is gone");
+    assert_eq!(repo.read("a.txt").as_deref(), Some("landed\n"), "landed work stays");
+    let journal = repo.journal();
+    let recovered = journal
+        .lines()
+        .find(|l| l.contains(r#""type":"workspace_recovered""#))
+        .unwrap_or_else(|| panic!("{journal}"));
+    assert!(recovered.contains(r#""path":"b.txt""#), "{recovered}");
+    assert!(
+        run.stdout.contains("a killed run left an attempt's changes"),
+        "{}",
+        run.stdout
+    );
+    repo.assert_clean_after_run();
+}
+
+#[test]
+fn outside_a_git_work_tree_start_says_isolation_is_off_once() {
+    let env = TestEnv::new();
+    env.write(
+        "aot.yaml",
+        "version: 2\nobjective:\n  goal: g\n  background_intent: b\n  deliverables: d\n  definition_of_done: done\n  base_case: { command: 'test -e done.txt' }\ngraph:\n  atoms:\n    a: { run: 'touch done.txt' }\n",
+    );
+    let run = env.aot(&["start"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stderr.matches("aot: isolation: none").count(), 1, "{}", run.stderr);
+    env.write(
+        "aot.yaml",
+        "version: 2\nobjective:\n  goal: g\n  background_intent: b\n  deliverables: d\n  definition_of_done: done\n  base_case: { command: 'test -e done2.txt' }\n  constraints: { isolation: none }\ngraph:\n  atoms:\n    a: { run: 'touch done2.txt' }\n",
+    );
+    let run = env.aot(&["start"]);
+    assert!(!run.stderr.contains("isolation"), "said as meant: {}", run.stderr);
+}
+
+#[test]
+fn keep_failed_keeps_a_failed_attempts_tree_and_status_lists_it() {
+    let repo = Repo::new();
+    repo.plan(
+        "max_retries: 0",
+        "    fix:\n      or: [wrong, right]\n    wrong:\n      run: 'echo wrong > a.txt && false'\n    right:\n      run: 'touch done.txt'\n",
+    );
+    let run = repo.env.aot(&["start", "--keep-failed"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        repo.read("a.txt").as_deref(),
+        Some("one\ntwo\nthree\n"),
+        "the user's tree is clean"
+    );
+    let status = repo.env.aot(&["status", "--json"]);
+    let value: serde_json::Value = serde_json::from_str(&status.stdout).expect("status --json");
+    let kept = value["kept_trees"].as_array().expect("kept_trees");
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(kept[0]["name"], "wrong-1");
+    let path = PathBuf::from(kept[0]["path"].as_str().unwrap());
+    assert_eq!(std::fs::read_to_string(path.join("a.txt")).unwrap(), "wrong\n");
+    let text = repo.env.aot(&["status"]);
+    assert!(text.stdout.contains("wrong-1"), "{}", text.stdout);
+    assert!(repo.journal().contains(r#""kept":""#));
+    // A later run does not take a kept tree away.
+    std::fs::remove_file(repo.env.path("done.txt")).unwrap();
+    let again = repo.env.aot(&["redirect", "--reset", "right"]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    let again = repo.start();
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert!(path.join("a.txt").exists());
+}
+
+#[test]
+fn commit_per_atom_commits_each_atoms_files_on_the_branch_and_leaves_the_users_changes_alone() {
+    let repo = Repo::new();
+    // The user's own uncommitted change, in a file no atom touches.
+    repo.env.write(".gitignore", "target/\n.aot/\nmine-ignored\n");
+    repo.env.write("notes.txt", "my notes\n");
+    repo.plan(
+        "max_retries: 0, commit: per_atom",
+        "    first:\n      run: 'sed -i s/one/ONE/ a.txt'\n    second:\n      deps: [first]\n      run: 'echo new > new.txt && touch done.txt'\n",
+    );
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, repo.journal());
+    let log = repo.git(&["log", "--format=%s", "--name-only"]);
+    assert!(log.starts_with("aot: second (attempt 1)"), "{log}");
+    assert!(log.contains("aot: first (attempt 1)\n\na.txt\n"), "{log}");
+    for file in ["new.txt", "done.txt"] {
+        assert!(log.contains(file), "{file} committed: {log}");
+    }
+    assert!(!log.contains("aot.yaml"), "aot's own files are never committed: {log}");
+    assert!(
+        !log.contains("notes.txt") && !log.contains(".gitignore\n\n"),
+        "the user's changes are not committed: {log}"
+    );
+    // The user's index agrees with the commits: only their own work shows.
+    let status = repo.git(&["status", "--porcelain"]);
+    assert!(
+        status.contains(" M .gitignore") && status.contains("?? notes.txt"),
+        "{status}"
+    );
+    assert!(!status.contains("a.txt") && !status.contains("new.txt"), "{status}");
+    let journal = repo.journal();
+    assert!(journal.contains(r#""type":"changes_landed","atom":"first""#) && journal.contains(r#""commit":""#));
+    repo.assert_clean_after_run();
+}
+
+#[test]
+fn redirect_sets_isolation_and_commit_for_the_next_start() {
+    let repo = Repo::new();
+    repo.plan(
+        "max_retries: 0",
+        "    work:\n      run: 'echo x > x.txt && touch done.txt'\n",
+    );
+    for set in ["isolation=none", "commit=per_atom"] {
+        let run = repo.env.aot(&["redirect", "--set", set]);
+        assert_eq!(run.code, 0, "{set}: {}", run.stderr);
+    }
+    let text = repo.read("aot.yaml").unwrap();
+    assert!(
+        text.contains("isolation: none") && text.contains("commit: per_atom"),
+        "{text}"
+    );
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("nothing is committed"),
+        "the file's warning: {}",
+        run.stderr
+    );
+    assert!(!repo.journal().contains("changes_landed"), "isolation is off");
+}
+
+#[test]
+fn an_agents_retry_prompt_says_the_tree_is_clean_and_what_was_discarded() {
+    let repo = Repo::new();
+    let prompts = repo.marks.path().display().to_string();
+    // A fake agent: saves each prompt outside the repository, edits a.txt,
+    // and fixes the task on its second attempt.
+    repo.env.write(".gitignore", "target/\n.aot/\nagent.sh\n");
+    repo.env.write(
+        "agent.sh",
+        &format!(
+            "#!/bin/sh\nn=$(ls {prompts}/prompt-*.txt 2>/dev/null | wc -l)\ncat > {prompts}/prompt-$n.txt\nsed -i s/two/agent/ a.txt\nif [ \"$n\" -ge 1 ]; then touch done.txt; fi\necho 'summary: edited a.txt'\n"
+        ),
+    );
+    repo.plan(
+        "max_retries: 1",
+        "    fix:\n      agent: Make it pass\n      check: ['test -f done.txt']\n",
+    );
+    let text = repo.read("aot.yaml").unwrap();
+    repo.env.write(
+        "aot.yaml",
+        &text.replace(
+            "graph:\n",
+            &format!(
+                "workers: {{ agent: {{ command: 'sh {}/agent.sh' }} }}\ngraph:\n",
+                repo.dir().display()
+            ),
+        ),
+    );
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, repo.journal());
+    let second = std::fs::read_to_string(repo.mark("prompt-1.txt")).unwrap();
+    assert!(
+        second.contains("  it had changed (discarded): 1 file: a.txt (+1 -1)"),
+        "{second}"
+    );
+    assert!(second.contains("The working tree is clean again"), "{second}");
+    assert_eq!(repo.read("a.txt").as_deref(), Some("one\nagent\nthree\n"));
+}
+
+#[test]
+fn a_run_killed_while_copies_work_leaves_no_stray_worktree_after_the_next_start() {
+    let repo = Repo::new();
+    let second = repo.mark("second");
+    let atom = |name: &str| {
+        format!(
+            "    {name}:\n      run: 'if [ -e {second} ]; then echo {name} > {name}.txt; else echo half > {name}.txt; {running}; sleep 1000; fi'\n",
+            second = second.display(),
+            running = repo.running(name),
+        )
+    };
+    repo.plan(
+        "max_parallel_agents: 2, max_retries: 0",
+        &format!(
+            "    all:\n      deps: [p, q]\n      run: 'touch done.txt'\n{}{}",
+            atom("p"),
+            atom("q")
+        ),
+    );
+    repo.kill_mid_run(&["p", "q"]);
+    let worktrees = repo.git(&["worktree", "list", "--porcelain"]);
+    assert_eq!(
+        worktrees.matches("worktree ").count(),
+        3,
+        "the kill left the copies:\n{worktrees}"
+    );
+    assert_eq!(repo.read("p.txt"), None, "a copy's work never reached the tree");
+    std::fs::write(&second, "").unwrap();
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, repo.journal());
+    assert_eq!(repo.read("p.txt").as_deref(), Some("p\n"));
+    assert_eq!(repo.read("q.txt").as_deref(), Some("q\n"));
+    assert!(
+        run.stdout
+            .contains("removed 2 copies of the work tree a killed run left"),
+        "{}",
+        run.stdout
+    );
+    repo.assert_clean_after_run();
+}
+
+#[test]
+fn without_git_start_says_why_isolation_is_off() {
+    let repo = Repo::new();
+    repo.plan("max_retries: 0", "    work:\n      run: 'touch done.txt'\n");
+    // A PATH with the shell and coreutils but no git.
+    let bin = repo.marks.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    for tool in ["bash", "sh", "touch", "test"] {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .unwrap();
+        let path = String::from_utf8_lossy(&found.stdout).trim().to_string();
+        std::os::unix::fs::symlink(path, bin.join(tool)).unwrap();
+    }
+    let out = aot_command(repo.dir())
+        .arg("start")
+        .env("PATH", &bin)
+        .output()
+        .expect("run aot");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("aot: isolation: none — git cannot work in") && stderr.contains("git is not installed"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn of_racers_that_all_succeed_only_one_lands() {
+    let repo = Repo::new();
+    let marks = repo.marks.path().display().to_string();
+    // Each racer waits until all three have started, then all succeed at once.
+    let racer = |name: &str| {
+        format!(
+            "    {name}:\n      run: 'touch {marks}/{name}; until [ -e {marks}/p ] && [ -e {marks}/q ] && [ -e {marks}/r ]; do sleep 0.02; done; echo {name} > {name}.txt; touch done.txt'\n"
+        )
+    };
+    repo.plan(
+        "max_parallel_agents: 3",
+        &format!(
+            "    race:\n      or: [p, q, r]\n      speculative: true\n{}{}{}",
+            racer("p"),
+            racer("q"),
+            racer("r")
+        ),
+    );
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let landed: Vec<&str> = ["p", "q", "r"]
+        .into_iter()
+        .filter(|n| repo.read(&format!("{n}.txt")).is_some())
+        .collect();
+    assert_eq!(
+        landed.len(),
+        1,
+        "only the winner's file: {landed:?}\n{}",
+        repo.journal()
+    );
+    assert_eq!(repo.journal().matches(r#""type":"changes_landed""#).count(), 1);
+    repo.assert_clean_after_run();
+}
+
+#[test]
+fn a_failed_attempt_that_edits_gitignore_leaves_ignored_files_alone() {
+    let repo = Repo::new();
+    repo.env.write(".gitignore", "target/\n.aot/\n.env\n");
+    repo.git(&["commit", "-qam", "ignore .env"]);
+    repo.env.write(".env", "SECRET=1\n");
+    std::fs::create_dir(repo.env.path("target")).unwrap();
+    repo.env.write("target/c.o", "object\n");
+    repo.plan(
+        "max_retries: 0",
+        "    fix:\n      or: [wrong, right]\n    wrong:\n      run: 'printf \"\" > .gitignore && echo junk > junk.txt && false'\n    right:\n      run: 'touch done.txt'\n",
+    );
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, repo.journal());
+    assert_eq!(repo.read(".env").as_deref(), Some("SECRET=1\n"));
+    assert_eq!(repo.read("target/c.o").as_deref(), Some("object\n"));
+    assert_eq!(repo.read(".gitignore").as_deref(), Some("target/\n.aot/\n.env\n"));
+    assert_eq!(repo.read("junk.txt"), None);
+    // Nothing ignored landed with the next attempt either.
+    let landed = repo.journal();
+    let landed = landed
+        .lines()
+        .find(|l| l.contains(r#""type":"changes_landed""#))
+        .unwrap_or("");
+    assert!(!landed.contains(".env") && !landed.contains("c.o"), "{landed}");
+}
+
+#[test]
+fn a_start_after_a_kill_leaves_the_tree_alone_when_the_user_committed_since() {
+    let repo = Repo::new();
+    repo.plan(
+        "max_retries: 0",
+        &format!(
+            "    work:\n      run: 'echo partial >> a.txt; {}; sleep 1000'\n",
+            repo.running("work")
+        ),
+    );
+    repo.kill_mid_run(&["work"]);
+    // The user keeps the line and commits, with a new file.
+    repo.env.write("b.txt", "mine\n");
+    repo.git(&["add", "a.txt", "b.txt"]);
+    repo.git(&["commit", "-qm", "keep it"]);
+    repo.plan("max_retries: 0", "    work:\n      run: 'touch done.txt'\n");
+    std::fs::remove_file(repo.env.path("aot.yaml.journal.jsonl")).unwrap();
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(repo.read("a.txt").as_deref(), Some("one\ntwo\nthree\npartial\n"));
+    assert_eq!(repo.read("b.txt").as_deref(), Some("mine\n"));
+    assert!(run.stdout.contains("commits were made since"), "{}", run.stdout);
+    assert_eq!(repo.git(&["status", "--porcelain", "--", "a.txt", "b.txt"]), "");
+}
+
+#[test]
+fn a_landing_merges_with_the_users_edit_made_during_the_run() {
+    let repo = Repo::new();
+    let started = repo.mark("started");
+    let go = repo.mark("go");
+    repo.plan(
+        "max_parallel_agents: 2, max_retries: 0",
+        &format!(
+            "    all:\n      deps: [p, q]\n      run: 'touch done.txt'\n    p:\n      run: 'touch {started}; until [ -e {go} ]; do sleep 0.05; done; sed -i s/three/THREE/ a.txt'\n    q:\n      run: 'true'\n",
+            started = started.display(),
+            go = go.display()
+        ),
+    );
+    let child = aot_command(repo.dir())
+        .arg("start")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start aot");
+    wait_until(repo.marks.path(), "p runs", || started.exists());
+    repo.env.write("a.txt", "USER\ntwo\nthree\n");
+    std::fs::write(&go, "").unwrap();
+    let out = child.wait_with_output().expect("aot ends");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(repo.read("a.txt").as_deref(), Some("USER\ntwo\nTHREE\n"), "both edits");
+}
+
+#[test]
+fn parallel_atoms_run_from_a_folder_that_holds_only_aots_files() {
+    let repo = Repo::new();
+    std::fs::create_dir(repo.env.path("ops")).unwrap();
+    let text = "version: 2\nobjective:\n  goal: g\n  background_intent: b\n  deliverables: d\n  definition_of_done: done\n  base_case: { command: 'test -e ../p.txt && test -e ../q.txt' }\n  constraints: { max_parallel_agents: 2, max_retries: 0 }\ngraph:\n  atoms:\n    p: { run: 'echo p > ../p.txt' }\n    q: { run: 'echo q > ../q.txt' }\n";
+    repo.env.write("ops/aot.yaml", text);
+    let run = repo.env.aot(&["--state", "ops/aot.yaml", "start"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.stdout);
+    assert_eq!(repo.read("p.txt").as_deref(), Some("p\n"));
+    assert_eq!(repo.read("q.txt").as_deref(), Some("q\n"));
+    assert!(repo.read("ops/aot.yaml.journal.jsonl").is_some());
+    repo.assert_clean_after_run();
+}
