@@ -357,14 +357,28 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
 /// Isolation for the run: git inside a git work tree unless the file says
 /// `isolation: none`; said once when it is off for lack of a work tree.
 async fn workspace(path: &std::path::Path, state: &StateFile, options: &Options) -> Option<Arc<dyn Workspace>> {
-    if state.objective.constraints.isolation() == Isolation::None {
-        return None;
-    }
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     let others: Vec<std::path::PathBuf> = options.memory.iter().cloned().collect();
     let folder = absolute
         .parent()
         .map_or_else(|| absolute.display().to_string(), |p| p.display().to_string());
+    if state.objective.constraints.isolation() == Isolation::None {
+        // An earlier isolated run's marks must not outlive this run's work:
+        // a later isolated start would put the tree back to before it.
+        if let Ok(Some(workspace)) = GitWorkspace::discover(&absolute, &others).await {
+            match workspace.stand_down().await {
+                Ok(true) => errln!(
+                    "aot: a killed run left an attempt's changes in {folder}; with `isolation: none` they stay as they are"
+                ),
+                Ok(false) => {}
+                Err(error) => errln!(
+                    "aot: could not clear what an earlier isolated run left in git: {}",
+                    error.message.lines().next().unwrap_or_default()
+                ),
+            }
+        }
+        return None;
+    }
     match GitWorkspace::discover(&absolute, &others).await {
         Ok(Some(workspace)) => {
             let per_atom = state.objective.constraints.commit() == CommitPolicy::PerAtom;

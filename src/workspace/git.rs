@@ -275,6 +275,9 @@ impl Git {
         /// link (its target, as git stores a link), or nothing.
         enum Found {
             File,
+            /// A file whose name holds a newline: `--stdin-paths` reads one
+            /// name per line, so it is hashed on its own.
+            Odd(String),
             Link(PathBuf),
             Nothing,
         }
@@ -284,6 +287,7 @@ impl Git {
             let full = dir.join(path);
             let kind = match tokio::fs::symlink_metadata(&full).await {
                 Ok(m) if m.is_symlink() => tokio::fs::read_link(&full).await.map_or(Found::Nothing, Found::Link),
+                Ok(m) if !m.is_dir() && path.contains('\n') => Found::Odd((*path).to_string()),
                 Ok(m) if !m.is_dir() => Found::File,
                 _ => Found::Nothing,
             };
@@ -304,6 +308,10 @@ impl Git {
         for kind in found {
             out.push(match kind {
                 Found::File => ids.next(),
+                Found::Odd(path) => {
+                    let id = run_in(dir, &["hash-object", "-w", "--", &path], &[], None).await?;
+                    Some(String::from_utf8_lossy(&id).trim().to_string())
+                }
                 Found::Link(target) => {
                     let target = target.as_os_str().as_encoded_bytes().to_vec();
                     let id = run_in(dir, &["hash-object", "-w", "--stdin"], &[], Some(&target)).await?;

@@ -185,14 +185,7 @@ impl GitWorkspace {
                 recovered.changes = Some(changes);
             }
         }
-        for stray in self.git.worktrees_under(&self.trees()).await {
-            self.git.remove_worktree(&stray).await;
-            recovered.copies += 1;
-        }
-        let _ = tokio::fs::remove_dir_all(self.trees()).await;
-        for name in self.git.refs(&self.refs).await? {
-            self.git.delete_ref(&name).await?;
-        }
+        recovered.copies = self.clear_leftovers().await?;
         // The tree as it is — the user's uncommitted changes included — is
         // where this run starts.
         let start = self.git.snapshot(&self.git.top).await?;
@@ -204,6 +197,33 @@ impl GitWorkspace {
             ..Inner::default()
         };
         Ok(recovered)
+    }
+
+    /// Removes what earlier runs left: copies of the work tree and aot's
+    /// refs for this state file. Returns how many copies there were.
+    async fn clear_leftovers(&self) -> Result<usize, GitError> {
+        let mut copies = 0;
+        for stray in self.git.worktrees_under(&self.trees()).await {
+            self.git.remove_worktree(&stray).await;
+            copies += 1;
+        }
+        let _ = tokio::fs::remove_dir_all(self.trees()).await;
+        for name in self.git.refs(&self.refs).await? {
+            self.git.delete_ref(&name).await?;
+        }
+        Ok(copies)
+    }
+
+    /// For a run without isolation (`isolation: none`) in a work tree that
+    /// had it before: forgets what earlier isolated runs left, so that a later
+    /// isolated start never puts the tree back to a point from before this
+    /// run's work. Returns whether a killed run's attempt had left changes in
+    /// the tree — they stay as they are, as everything does without isolation.
+    pub async fn stand_down(&self) -> Result<bool, GitError> {
+        let _inner = self.inner.lock().await;
+        let killed = self.git.resolve(&self.dirty_ref()).await.is_some();
+        self.clear_leftovers().await?;
+        Ok(killed)
     }
 
     async fn rev(&self, name: &str) -> Result<String, GitError> {
@@ -742,7 +762,17 @@ fn text(error: GitError) -> String {
 
 impl Workspace for GitWorkspace {
     fn open(&self) -> BoxFuture<'_, Result<Recovered, String>> {
-        Box::pin(async move { self.open_inner().await.map_err(text) })
+        Box::pin(async move {
+            match self.open_inner().await {
+                Ok(recovered) => Ok(recovered),
+                Err(error) => {
+                    // The run goes on without isolation: marks left for a
+                    // recovery would make a later start undo its work.
+                    let _ = self.clear_leftovers().await;
+                    Err(text(error))
+                }
+            }
+        })
     }
 
     fn enter(&self, in_place: bool) -> BoxFuture<'_, Result<Place, String>> {

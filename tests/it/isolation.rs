@@ -667,3 +667,66 @@ fn parallel_atoms_run_from_a_folder_that_holds_only_aots_files() {
     assert!(repo.read("ops/aot.yaml.journal.jsonl").is_some());
     repo.assert_clean_after_run();
 }
+
+#[test]
+fn files_with_newlines_quotes_and_spaces_in_their_names_land_or_go() {
+    let repo = Repo::new();
+    repo.env.write("old\nname.txt", "a\n");
+    repo.git(&["add", "-A"]);
+    repo.git(&["commit", "-q", "-m", "odd name"]);
+    repo.plan(
+        "max_parallel_agents: 2, max_retries: 0",
+        "    all:\n      deps: [p, q, fix]\n      run: 'touch done.txt'\n    p:\n      run: \"printf x > \\\"$(printf 'new\\\\nline.txt')\\\"; echo b >> \\\"$(printf 'old\\\\nname.txt')\\\"\"\n    q:\n      run: \"echo y > 'sp ace \\\"q\\\" é.txt'\"\n    fix:\n      or: [bad, good]\n    bad:\n      run: \"printf z > \\\"$(printf 'bad\\\\nname')\\\"; false\"\n      tool: one\n    good:\n      run: 'true'\n      tool: two\n",
+    );
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, repo.journal());
+    assert_eq!(repo.read("new\nline.txt").as_deref(), Some("x"));
+    assert_eq!(repo.read("old\nname.txt").as_deref(), Some("a\nb\n"));
+    assert_eq!(repo.read("sp ace \"q\" é.txt").as_deref(), Some("y\n"));
+    assert!(
+        !repo.env.path("bad\nname").exists(),
+        "the failed alternative's file is gone"
+    );
+    repo.assert_clean_after_run();
+}
+
+#[test]
+fn a_run_without_isolation_after_a_kill_keeps_its_work_from_a_later_isolated_start() {
+    let repo = Repo::new();
+    let second = repo.mark("second");
+    repo.plan(
+        "max_retries: 0",
+        &format!(
+            "    b:\n      run: 'if [ -e {second} ]; then echo run two > c.txt; touch done.txt; else echo partial > b.txt; {running}; sleep 1000; fi'\n",
+            second = second.display(),
+            running = repo.running("b"),
+        ),
+    );
+    repo.kill_mid_run(&["b"]);
+    assert_eq!(repo.env.aot(&["redirect", "--set", "isolation=none"]).code, 0);
+    std::fs::write(&second, "").unwrap();
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, repo.journal());
+    assert!(
+        run.stderr.contains("a killed run left an attempt's changes") && run.stderr.contains("they stay as they are"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        repo.read("b.txt").as_deref(),
+        Some("partial\n"),
+        "without isolation nothing is put back"
+    );
+    assert_eq!(
+        repo.git(&["for-each-ref", "refs/aot"]),
+        "",
+        "the killed run's marks are gone"
+    );
+    // Isolation on again: the next start must not undo the run without it.
+    assert_eq!(repo.env.aot(&["redirect", "--set", "isolation=git"]).code, 0);
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, repo.journal());
+    assert_eq!(repo.read("c.txt").as_deref(), Some("run two\n"));
+    assert_eq!(repo.read("b.txt").as_deref(), Some("partial\n"));
+    assert!(repo.read("done.txt").is_some());
+}
