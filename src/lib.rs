@@ -8,6 +8,7 @@
 //! - [`ggs`]: the Goal Gradient Solver — loss, decision table, final result.
 //! - [`state`]: the state file — types, text, validation, schema, templates.
 //! - [`journal`]: domain events, their wire records, the one fold, the file and its compaction.
+//! - [`law`]: Law 1 — which shell commands destroy what cannot be put back.
 //! - [`graph`]: the AND/OR work graph — readiness, choice, recovery, variant.
 //! - [`steer`]: the choice order under GGS's blocked sets and memory.
 //! - [`correct`]: user corrections — redirects and the hand-edit classifier.
@@ -33,6 +34,7 @@ pub mod engine;
 pub mod ggs;
 pub mod graph;
 pub mod journal;
+pub mod law;
 pub mod memory;
 pub mod model;
 pub mod planner;
