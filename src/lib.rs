@@ -9,6 +9,7 @@
 //! - [`state`]: the state file — types, text, validation, schema, templates.
 //! - [`journal`]: domain events, their wire records, the one fold, the file and its compaction.
 //! - [`law`]: Law 1 — which shell commands destroy what cannot be put back.
+//! - [`llm`]: the LLM roles' transport — chat client, tiers, cleaning of answers.
 //! - [`graph`]: the AND/OR work graph — readiness, choice, recovery, variant.
 //! - [`steer`]: the choice order under GGS's blocked sets and memory.
 //! - [`correct`]: user corrections — redirects and the hand-edit classifier.
@@ -35,6 +36,7 @@ pub mod ggs;
 pub mod graph;
 pub mod journal;
 pub mod law;
+pub mod llm;
 pub mod memory;
 pub mod model;
 pub mod planner;
