@@ -6,7 +6,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use aot::engine::alignment_gaps;
+use aot::llm::{Client, Endpoint, Message, Retry, Role, Tiers};
 use aot::model::time::SystemClock;
+use aot::planner::draft::{self, Draft};
+use aot::planner::validate::{self as plan_check, Rules};
 use aot::state::document::{self, Format};
 use aot::state::{Atom, BaseCase, Objective, StateFile};
 use aot::store::Store;
@@ -19,7 +22,16 @@ const EXIT_GATE: i32 = 6;
 
 /// Arguments of `aot align`.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "With an LLM configured (BRAIN_MODEL or OPENAI_MODEL, with BRAIN_BASE_URL/OPENAI_BASE_URL \
+and a key; see docs/llm.md), `aot align \"TEXT\"` has the planner draft what the flags do not give: \
+the agreements and the atoms. Flags win over the draft; the draft is validated like a hand-written \
+file, and destructive commands in it need --yes."
+)]
 pub struct Args {
+    /// The request in your own words (kept verbatim; same as --raw-input)
+    #[arg(value_name = "TEXT", conflicts_with = "raw_input")]
+    text: Option<String>,
     /// What the work is for, in one line
     #[arg(long)]
     goal: Option<String>,
@@ -47,6 +59,12 @@ pub struct Args {
     /// Overwrite an existing state file
     #[arg(long)]
     force: bool,
+    /// Accept destructive commands in the planner's draft (Law 1)
+    #[arg(long)]
+    yes: bool,
+    /// Do not ask the planner even when an LLM is configured
+    #[arg(long)]
+    no_llm: bool,
 }
 
 /// Asks for a missing value on the terminal; `None` when not interactive or left empty.
@@ -85,9 +103,35 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
     }
     let interactive = std::io::stdin().is_terminal();
     let raw_input = args
-        .raw_input
+        .text
         .clone()
+        .or_else(|| args.raw_input.clone())
         .or_else(|| ask("What do you want done (your words, kept verbatim)"));
+    let planner = if args.no_llm {
+        None
+    } else {
+        Tiers::from_env(|name| std::env::var(name).ok())
+            .map_err(|e| CliError::new(e).hint("or pass --no-llm to align without the planner"))?
+            .for_role(Role::Planner)
+            .cloned()
+    };
+    let given = Objective {
+        goal: args.goal.clone(),
+        raw_input: raw_input.clone(),
+        background_intent: args.background.clone(),
+        deliverables: args.deliverables.clone(),
+        definition_of_done: args.done.clone(),
+        base_case: args
+            .base_case
+            .clone()
+            .map(|command| BaseCase { command, timeout: None }),
+        ..Objective::default()
+    };
+    let unfinished = !alignment_gaps(&StateFile::new(given.clone(), atoms.clone())).is_empty();
+    if let (Some(endpoint), Some(request), true) = (planner, raw_input.as_deref(), unfinished) {
+        let (objective, drafted) = draft(ctx, endpoint, request, &given, &atoms, args.yes)?;
+        return write(ctx, StateFile::new(objective, drafted), args.force);
+    }
     let field = |given: Option<String>, question: &str| given.or_else(|| ask(question));
     let objective = Objective {
         goal: field(args.goal, "Goal (one line)"),
@@ -110,7 +154,12 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
             }
         }
     }
-    let state = StateFile::new(objective, atoms);
+    write(ctx, StateFile::new(objective, atoms), args.force)
+}
+
+/// Validates `state` and writes it, with the schema beside it; says what is
+/// still missing.
+fn write(ctx: &Context, state: StateFile, force: bool) -> Result<i32, CliError> {
     document::check(&state, &ctx.label()).map_err(|d| CliError::rendered(d.render(ctx.color), 1))?;
 
     // Editors validate the file against the schema written beside it.
@@ -128,7 +177,7 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
         Format::Json => String::new(),
     };
     let mut store = Store::new(&ctx.state, Arc::new(SystemClock));
-    let written = store.create(&state, &header, args.force)?;
+    let written = store.create(&state, &header, force)?;
 
     let gaps = alignment_gaps(&written);
     if ctx.json {
@@ -150,4 +199,174 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
         outln!("fill them in the file (or rerun `aot align --force` with the flags), then `aot start`");
     }
     Ok(if gaps.is_empty() { EXIT_OK } else { EXIT_GATE })
+}
+
+/// How long one planner call may take (`AOT_LLM_TIMEOUT`, seconds; default 120).
+fn llm_timeout() -> std::time::Duration {
+    let seconds = std::env::var("AOT_LLM_TIMEOUT")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .unwrap_or(120.0);
+    std::time::Duration::from_secs_f64(seconds)
+}
+
+/// The most tokens the planner's draft may take.
+const DRAFT_MAX_TOKENS: u32 = 4000;
+
+/// Has the planner draft the objective and atoms from `request`: the answer
+/// is merged under what the user gave, checked by the plan validator and the
+/// state file's own validation, re-asked once with the problems, and written
+/// aside when it still fails.
+fn draft(
+    ctx: &Context,
+    endpoint: Endpoint,
+    request: &str,
+    given: &Objective,
+    atoms: &IndexMap<aot::model::AtomId, Atom>,
+    yes: bool,
+) -> Result<(Objective, IndexMap<aot::model::AtomId, Atom>), CliError> {
+    let model = endpoint.model.clone();
+    let client = Client::new(endpoint, llm_timeout(), Retry::default()).map_err(CliError::new)?;
+    let folder = ctx
+        .state
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let workspace = std::path::absolute(folder).unwrap_or_else(|_| folder.to_path_buf());
+    let mut listing: Vec<String> = std::fs::read_dir(&workspace)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    if e.path().is_dir() { format!("{name}/") } else { name }
+                })
+                .filter(|n| !n.starts_with('.'))
+                .collect()
+        })
+        .unwrap_or_default();
+    listing.sort();
+    listing.truncate(60);
+    let mut messages = draft::prompt(request, given, atoms, &listing);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::new(format!("cannot start the async runtime: {e}")))?;
+    let exists = |p: &std::path::Path| p.exists();
+    let law = aot::law::Context {
+        workspace: &workspace,
+        exists: &exists,
+    };
+    let (none_tools, none_targets) = (Default::default(), Default::default());
+    let mut tokens = 0;
+    let mut last_problems = Vec::new();
+    let mut last_draft = None;
+    for round in 0..2 {
+        errln!("aot: asking the planner ({model}) to draft the plan…");
+        let (answer, calls) = runtime.block_on(client.json::<Draft>(Role::Planner, &messages, DRAFT_MAX_TOKENS));
+        tokens += calls
+            .iter()
+            .filter_map(|c| c.as_ref().ok())
+            .map(|r| r.usage.total())
+            .sum::<u64>();
+        let drafted = answer.map_err(|e| {
+            CliError::new(format!("the planner could not draft a plan: {e}"))
+                .hint("align with flags instead (--goal, --base-case, --atom …), or pass --no-llm")
+        })?;
+        let reply = calls
+            .iter()
+            .rev()
+            .find_map(|c| c.as_ref().ok())
+            .map(|r| r.content.clone())
+            .unwrap_or_default();
+        let (objective, merged) = draft::merge(given, atoms, request, drafted.clone());
+        let state = StateFile::new(objective.clone(), merged.clone());
+        let mut problems = Vec::new();
+        // What the model wrote is held to the plan validator; the user's own atoms are not.
+        let model_atoms = if atoms.is_empty() {
+            merged.clone()
+        } else {
+            IndexMap::new()
+        };
+        let base = if given.base_case.is_none() {
+            objective.base_case.as_ref().map(|b| b.command.as_str())
+        } else {
+            None
+        };
+        let extra: Vec<(&str, &str)> = base.map(|c| ("objective.base_case.command", c)).into_iter().collect();
+        let mut confirmed = yes;
+        let preview = plan_check::check(
+            &model_atoms,
+            &extra,
+            &Rules {
+                blocked_tools: &none_tools,
+                blocked_targets: &none_targets,
+                tried: None,
+                confirmed: true,
+                law: &law,
+            },
+        );
+        if !confirmed && !preview.gates.is_empty() && std::io::stdin().is_terminal() {
+            errln!("The draft holds destructive commands (Law 1):");
+            for (place, gate) in &preview.gates {
+                errln!("  {place}: `{}` — {}", gate.command, gate.why);
+            }
+            confirmed = ask("Write them into the plan? [y/N]")
+                .is_some_and(|a| a.eq_ignore_ascii_case("y") || a.eq_ignore_ascii_case("yes"));
+        }
+        let verdict = plan_check::check(
+            &model_atoms,
+            &extra,
+            &Rules {
+                blocked_tools: &none_tools,
+                blocked_targets: &none_targets,
+                tried: None,
+                confirmed,
+                law: &law,
+            },
+        );
+        problems.extend(verdict.reasons);
+        if let Err(diagnostics) = document::check(&state, &ctx.label()) {
+            problems.extend(diagnostics.errors.iter().map(|d| match &d.field {
+                Some(field) if !d.message.contains(field.as_str()) => format!("{field}: {}", d.message),
+                _ => d.message.clone(),
+            }));
+        }
+        if problems.is_empty() {
+            errln!("aot: drafted by {model} ({tokens} tokens); read it before `aot start`");
+            return Ok((objective, merged));
+        }
+        last_problems = problems.clone();
+        last_draft = Some(state);
+        if round == 0 {
+            messages.push(Message::assistant(reply));
+            messages.push(Message::user(format!(
+                "The plan cannot be used:\n{}\nAnswer again with the whole JSON object, fixed.",
+                problems.iter().map(|p| format!("- {p}")).collect::<Vec<_>>().join("\n")
+            )));
+        }
+    }
+    let mut error = CliError::new(format!(
+        "the planner's draft is not valid, also after it was asked again:\n{}",
+        last_problems
+            .iter()
+            .map(|p| format!("  - {p}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    ));
+    if let Some(state) = last_draft {
+        let aside = aot::store::Paths::new(&ctx.state).draft(Format::of(&ctx.state));
+        let text = document::render(&state, Format::of(&ctx.state), "", None)
+            .map(|(text, _)| text)
+            .unwrap_or_default();
+        if aot::store::write_atomic(&aside, text.as_bytes()).is_ok() {
+            error = error.hint(format!(
+                "the draft is kept in {}: fix it and save it as {}, or align with flags",
+                aside.display(),
+                ctx.label()
+            ));
+        }
+    }
+    Err(error)
 }

@@ -12,6 +12,9 @@
 //! Planning is pure: it works on a scratch copy of the state and the graph,
 //! folding its own events as it goes, so each recovery sees the ones before it.
 
+pub mod draft;
+pub mod validate;
+
 use crate::engine::roles::{BoxFuture, Plan, PlanRequest, Planner};
 use crate::ggs::MacroState;
 use crate::graph::{ChoiceOrder, Recovery, WorkGraph};

@@ -70,6 +70,14 @@ impl Paths {
             .join(format!("{name}.before-{revision}.{}", format.extension()))
     }
 
+    /// Returns `<state>.draft.<ext>`: where `aot align` keeps a planner's
+    /// draft that did not validate.
+    pub fn draft(&self, format: Format) -> PathBuf {
+        let name = self.state.file_name().unwrap_or_default().to_string_lossy();
+        self.state
+            .with_file_name(format!("{name}.draft.{}", format.extension()))
+    }
+
     /// Returns `<state>.rejected-<n>.<ext>` for the first unused `n`.
     pub fn next_rejected(&self, format: Format) -> PathBuf {
         let name = self

@@ -118,3 +118,184 @@ fn a_malformed_atom_flag_is_explained() {
     assert_eq!(run.code, 1);
     assert!(run.stderr.contains("expected ID=CMD"), "{}", run.stderr);
 }
+
+mod planner {
+    //! `aot align "TEXT"` with a planner: a scripted model on 127.0.0.1 drafts.
+
+    use crate::common::{TestEnv, run_aot_with};
+    use crate::fake_llm::{FakeLlm, Step};
+
+    const KEY: &str = "sk-align-secret-never-written-93ab";
+
+    const DRAFT: &str = r#"<think>the user wants a file</think>
+Here is the plan:
+```json
+{"objective": {"goal": "Make a hi file", "background_intent": "a demo", "deliverables": "the file hi",
+  "definition_of_done": "hi exists", "base_case": {"command": "test -f hi"}},
+ "atoms": {"write": {"run": "touch hi"}}}
+```"#;
+
+    fn align(env: &TestEnv, server: &FakeLlm, args: &[&str]) -> crate::common::Run {
+        run_aot_with(
+            env.dir.path(),
+            args,
+            &[
+                ("OPENAI_BASE_URL", server.base.as_str()),
+                ("OPENAI_API_KEY", KEY),
+                ("OPENAI_MODEL", "fake-model"),
+                ("AOT_LLM_TIMEOUT", "5"),
+            ],
+        )
+    }
+
+    #[test]
+    fn a_sentence_becomes_an_aligned_plan_that_runs() {
+        let env = TestEnv::new();
+        let server = FakeLlm::start(vec![Step::chat(DRAFT)]);
+        let run = align(&env, &server, &["align", "  please make me a hi file "]);
+        assert_eq!(run.code, 0, "{}", run.transcript());
+        assert!(run.stdout.contains("aligned, 1 atom(s)"), "{}", run.stdout);
+        let seen = server.seen();
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0].header("x-aot-role"), Some("planner"));
+        assert!(seen[0].prompt().contains("please make me a hi file"));
+        let state = aot::state::document::read(&env.path("aot.yaml")).unwrap().state;
+        assert_eq!(
+            state.objective.raw_input.as_deref(),
+            Some("  please make me a hi file "),
+            "verbatim"
+        );
+        assert_eq!(state.objective.goal.as_deref(), Some("Make a hi file"));
+        assert_eq!(env.aot(&["start"]).code, 0);
+        assert!(env.path("hi").exists());
+        // The key is in no file aot wrote.
+        for entry in walk(env.dir.path()) {
+            let bytes = std::fs::read(&entry).unwrap_or_default();
+            assert!(
+                !String::from_utf8_lossy(&bytes).contains(KEY),
+                "{} holds the key",
+                entry.display()
+            );
+        }
+        assert!(!run.stdout.contains(KEY) && !run.stderr.contains(KEY));
+    }
+
+    fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                out.extend(walk(&path));
+            } else {
+                out.push(path);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn flags_win_over_the_draft() {
+        let env = TestEnv::new();
+        let server = FakeLlm::start(vec![Step::chat(DRAFT)]);
+        let run = align(
+            &env,
+            &server,
+            &["align", "make hi", "--goal", "My own goal", "--atom", "mine=touch hi"],
+        );
+        assert_eq!(run.code, 0, "{}", run.transcript());
+        let state = aot::state::document::read(&env.path("aot.yaml")).unwrap().state;
+        assert_eq!(state.objective.goal.as_deref(), Some("My own goal"));
+        assert_eq!(
+            state.objective.deliverables.as_deref(),
+            Some("the file hi"),
+            "the draft fills the rest"
+        );
+        assert_eq!(
+            state.graph.atoms.keys().map(|k| k.as_str()).collect::<Vec<_>>(),
+            ["mine"]
+        );
+        assert!(server.seen()[0].prompt().contains("- goal: My own goal"));
+    }
+
+    #[test]
+    fn an_invalid_draft_is_asked_again_with_the_problems_then_kept_aside() {
+        let env = TestEnv::new();
+        let broken = r#"{"objective": {"goal": "g", "background_intent": "b", "deliverables": "d", "definition_of_done": "x", "base_case": {"command": "true"}}, "atoms": {"a": {"run": "true", "deps": ["nowhere"]}}}"#;
+        let server = FakeLlm::start(vec![Step::chat(broken), Step::chat(broken)]);
+        let run = align(&env, &server, &["align", "do it"]);
+        assert_eq!(run.code, 1, "{}", run.transcript());
+        assert!(
+            run.stderr.contains("not valid, also after it was asked again"),
+            "{}",
+            run.stderr
+        );
+        assert!(run.stderr.contains("nowhere"), "{}", run.stderr);
+        assert!(
+            !env.path("aot.yaml").exists(),
+            "nothing invalid is written as the state file"
+        );
+        assert!(env.path("aot.yaml.draft.yaml").exists(), "the draft is kept aside");
+        let second = &server.seen()[1];
+        assert!(
+            second.prompt().contains("The plan cannot be used") && second.prompt().contains("nowhere"),
+            "{}",
+            second.prompt()
+        );
+
+        // Fixed on the re-ask: written.
+        let fixed = broken.replace(r#", "deps": ["nowhere"]"#, "");
+        let server = FakeLlm::start(vec![Step::chat(broken), Step::chat(&fixed)]);
+        let run = align(&env, &server, &["align", "do it"]);
+        assert_eq!(run.code, 0, "{}", run.transcript());
+    }
+
+    #[test]
+    fn a_destructive_draft_is_refused_without_yes_and_written_with_it() {
+        let env = TestEnv::new();
+        env.write("data.txt", "precious\n");
+        let draft = r#"{"objective": {"goal": "g", "background_intent": "b", "deliverables": "d", "definition_of_done": "x", "base_case": {"command": "test -f out"}}, "atoms": {"wipe": {"run": "rm -rf build && echo > data.txt && touch out"}}}"#;
+        let server = FakeLlm::start(vec![Step::chat(draft), Step::chat(draft)]);
+        let run = align(&env, &server, &["align", "clean up"]);
+        assert_eq!(run.code, 1, "{}", run.transcript());
+        assert!(
+            run.stderr.contains("`rm -rf build`") && run.stderr.contains("--yes"),
+            "{}",
+            run.stderr
+        );
+        assert!(
+            run.stderr.contains("overwrites the existing file data.txt"),
+            "{}",
+            run.stderr
+        );
+        assert!(!env.path("aot.yaml").exists());
+        let server = FakeLlm::start(vec![Step::chat(draft)]);
+        let run = align(&env, &server, &["align", "clean up", "--yes"]);
+        assert_eq!(run.code, 0, "{}", run.transcript());
+        assert_eq!(server.seen().len(), 1);
+    }
+
+    #[test]
+    fn without_an_llm_align_is_as_before_and_an_unreachable_one_is_a_clear_error() {
+        let env = TestEnv::new();
+        let run = env.aot(&["align", "make hi"]);
+        assert_eq!(run.code, 6, "{}", run.transcript());
+        assert!(run.stdout.contains("not aligned yet"), "{}", run.stdout);
+        let env = TestEnv::new();
+        let run = run_aot_with(
+            env.dir.path(),
+            &["align", "make hi"],
+            &[
+                ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1"),
+                ("OPENAI_MODEL", "m"),
+                ("AOT_LLM_TIMEOUT", "2"),
+            ],
+        );
+        assert_eq!(run.code, 1, "{}", run.transcript());
+        assert!(
+            run.stderr.contains("could not draft a plan") && run.stderr.contains("127.0.0.1:9"),
+            "{}",
+            run.stderr
+        );
+        assert!(run.stderr.contains("--no-llm"), "{}", run.stderr);
+    }
+}

@@ -150,14 +150,17 @@ pub fn wait_until(dir: &Path, what: &str, mut ready: impl FnMut() -> bool) {
 }
 
 /// The real binary in `dir`, hermetic: none of the caller's `AOT_*`,
-/// `OPENAI_*` or `ANTHROPIC_*` variables, no colour, the fixed test clock.
+/// `OPENAI_*`, `BRAIN_*`, `TOOL_*` or `ANTHROPIC_*` variables, no colour, the fixed test clock.
 /// A test that needs the wall clock removes `AOT_TEST_CLOCK`.
 pub fn aot_command(dir: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_aot"));
     command.current_dir(dir);
     for (name, _) in std::env::vars_os() {
         let name = name.to_string_lossy();
-        if ["AOT_", "OPENAI_", "ANTHROPIC_"].iter().any(|p| name.starts_with(p)) {
+        if ["AOT_", "OPENAI_", "BRAIN_", "TOOL_", "ANTHROPIC_"]
+            .iter()
+            .any(|p| name.starts_with(p))
+        {
             command.env_remove(name.as_ref());
         }
     }

@@ -1,0 +1,237 @@
+//! The plan validator: what a model drafts is untrusted input, checked here
+//! in code before anything runs (the seeds say code-enforced; a prompt only
+//! asks). A drafted atom may not carry the engine's own fields, set a `cwd`
+//! outside the workspace, use a tool or target GGS blocked, repeat a command
+//! already tried when the directive is `break_symmetry`, or hold a
+//! destructive command (Law 1) nobody confirmed. The graph itself is checked
+//! by the state file's own validation, as a hand-written plan is. Pure.
+
+use std::collections::BTreeSet;
+use std::path::{Component, Path};
+
+use indexmap::IndexMap;
+
+use crate::law::{self, Gate};
+use crate::state::{Atom, AtomId, AtomStatus};
+
+/// What a drafted plan is held to.
+pub struct Rules<'a> {
+    /// Tools GGS blocked (and memory's Avoid).
+    pub blocked_tools: &'a BTreeSet<String>,
+    /// Targets GGS blocked.
+    pub blocked_targets: &'a BTreeSet<String>,
+    /// Under `break_symmetry`: the commands already tried, none of which may recur.
+    pub tried: Option<&'a BTreeSet<String>>,
+    /// Whether destructive commands were confirmed (`--yes`, or a yes on a terminal).
+    pub confirmed: bool,
+    /// Where the work happens, and what exists there.
+    pub law: &'a law::Context<'a>,
+}
+
+/// Why a drafted plan may not run; empty reasons and gates: it may.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Verdict {
+    /// Each rule broken, naming the atom and field.
+    pub reasons: Vec<String>,
+    /// Destructive commands (Law 1), with where they are; reasons too unless confirmed.
+    pub gates: Vec<(String, Gate)>,
+}
+
+impl Verdict {
+    /// Whether the plan may run.
+    pub fn passed(&self) -> bool {
+        self.reasons.is_empty()
+    }
+}
+
+/// Checks drafted atoms (named as the model named them) and any other
+/// model-written commands (`extra`: e.g. a drafted base case, as `(where, command)`).
+pub fn check(atoms: &IndexMap<AtomId, Atom>, extra: &[(&str, &str)], rules: &Rules<'_>) -> Verdict {
+    let mut verdict = Verdict::default();
+    for (id, atom) in atoms {
+        let place = |field: &str| format!("atom `{id}` {field}");
+        if atom.status != AtomStatus::Pending || atom.attempts != 0 || atom.chosen.is_some() {
+            verdict.reasons.push(format!(
+                "atom `{id}` sets fields only the engine writes (status, attempts, chosen)"
+            ));
+        }
+        if let Some(cwd) = &atom.cwd
+            && !stays_inside(cwd)
+        {
+            verdict
+                .reasons
+                .push(format!("{}: `{cwd}` leaves the workspace", place("cwd")));
+        }
+        if let Some(tool) = atom.tool()
+            && rules.blocked_tools.contains(&tool)
+        {
+            verdict.reasons.push(format!(
+                "atom `{id}` uses the tool `{tool}`, which is blocked (MUST NOT)"
+            ));
+        }
+        let target = crate::steer::target(id, atom);
+        if rules.blocked_targets.contains(&target) {
+            verdict.reasons.push(format!(
+                "atom `{id}` works on the target `{target}`, which is blocked (MUST NOT)"
+            ));
+        }
+        for (field, command) in commands(atom) {
+            if let Some(tried) = rules.tried
+                && tried.contains(command.trim())
+            {
+                verdict.reasons.push(format!(
+                    "{}: `{command}` was already tried, and break_symmetry asks for something not tried",
+                    place(field)
+                ));
+            }
+            for gate in law::classify(command, rules.law) {
+                verdict.gates.push((place(field), gate));
+            }
+        }
+    }
+    for (place, command) in extra {
+        for gate in law::classify(command, rules.law) {
+            verdict.gates.push((place.to_string(), gate));
+        }
+    }
+    if !rules.confirmed {
+        for (place, gate) in &verdict.gates {
+            verdict.reasons.push(format!(
+                "{place}: `{}` {} (Law 1: destructive commands written by a model need --yes)",
+                gate.command, gate.why
+            ));
+        }
+    }
+    verdict
+}
+
+/// The commands an atom runs, with the field each is in.
+fn commands(atom: &Atom) -> Vec<(&'static str, &str)> {
+    let mut out = Vec::new();
+    if let Some(run) = &atom.run {
+        out.push(("run", run.as_str()));
+    }
+    for check in &atom.check {
+        out.push(("check", check.as_str()));
+    }
+    if let Some(probe) = &atom.probe {
+        out.push(("probe", probe.as_str()));
+    }
+    out
+}
+
+/// Whether a relative `cwd` stays inside the workspace.
+fn stays_inside(cwd: &str) -> bool {
+    let path = Path::new(cwd);
+    if path.is_absolute() || cwd.starts_with('~') || cwd.contains('$') {
+        return false;
+    }
+    let mut depth = 0i32;
+    for component in path.components() {
+        match component {
+            Component::ParentDir => depth -= 1,
+            Component::Normal(_) => depth += 1,
+            _ => {}
+        }
+        if depth < 0 {
+            return false;
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn atoms(yaml: &str) -> IndexMap<AtomId, Atom> {
+        serde_saphyr::from_str(yaml).unwrap()
+    }
+
+    fn verdict(plan: &str, blocked_tools: &[&str], tried: Option<&[&str]>, confirmed: bool) -> Verdict {
+        let exists = |p: &Path| p.ends_with("README.md");
+        let law = law::Context {
+            workspace: Path::new("/w"),
+            exists: &exists,
+        };
+        let tools: BTreeSet<String> = blocked_tools.iter().map(|s| s.to_string()).collect();
+        let targets: BTreeSet<String> = ["legacy".to_string()].into();
+        let tried: Option<BTreeSet<String>> = tried.map(|t| t.iter().map(|s| s.to_string()).collect());
+        let rules = Rules {
+            blocked_tools: &tools,
+            blocked_targets: &targets,
+            tried: tried.as_ref(),
+            confirmed,
+            law: &law,
+        };
+        check(&atoms(plan), &[], &rules)
+    }
+
+    #[test]
+    fn a_plain_plan_passes() {
+        let v = verdict(
+            "fix: { run: 'sed -i s/a/b/ x.py', check: ['pytest -q'] }",
+            &["git"],
+            None,
+            false,
+        );
+        assert_eq!(v, Verdict::default());
+    }
+
+    #[test]
+    fn blocked_tools_and_targets_are_refused_with_labels_derived_as_for_users_atoms() {
+        let v = verdict(
+            "a: { run: 'git apply p.patch' }\nb: { run: 'true', tool: git }",
+            &["git"],
+            None,
+            false,
+        );
+        assert_eq!(v.reasons.len(), 2, "{v:?}");
+        assert!(v.reasons[0].contains("atom `a` uses the tool `git`"), "{v:?}");
+        let v = verdict(
+            "legacy: { run: 'true' }\nc: { run: 'true', target: legacy }",
+            &[],
+            None,
+            false,
+        );
+        assert_eq!(v.reasons.len(), 2, "{v:?}");
+    }
+
+    #[test]
+    fn break_symmetry_refuses_a_command_already_tried() {
+        let v = verdict("a: { run: 'make test ' }", &[], Some(&["make test"]), false);
+        assert!(v.reasons[0].contains("already tried"), "{v:?}");
+        assert!(verdict("a: { run: 'make check' }", &[], Some(&["make test"]), false).passed());
+    }
+
+    #[test]
+    fn destructive_commands_need_a_confirmation() {
+        let plan = "a: { run: 'rm -rf build && make' }\nb: { run: 'true', check: ['echo x > README.md'] }";
+        let refused = verdict(plan, &[], None, false);
+        assert_eq!(refused.gates.len(), 2);
+        assert_eq!(refused.reasons.len(), 2);
+        assert!(
+            refused.reasons[0].contains("atom `a` run: `rm -rf build`"),
+            "{refused:?}"
+        );
+        assert!(refused.reasons[0].contains("--yes"));
+        let confirmed = verdict(plan, &[], None, true);
+        assert!(confirmed.passed());
+        assert_eq!(confirmed.gates.len(), 2, "a confirmed gate is still listed");
+    }
+
+    #[test]
+    fn engine_fields_and_a_cwd_outside_the_workspace_are_refused() {
+        for plan in [
+            "a: { run: 'true', status: solved }",
+            "a: { run: 'true', attempts: 3 }",
+            "a: { run: 'true', cwd: /etc }",
+            "a: { run: 'true', cwd: '../..' }",
+            "a: { run: 'true', cwd: 'src/../../x' }",
+            "a: { run: 'true', cwd: '~/x' }",
+        ] {
+            assert!(!verdict(plan, &[], None, false).passed(), "{plan}");
+        }
+        assert!(verdict("a: { run: 'true', cwd: 'src/../lib' }", &[], None, false).passed());
+    }
+}
