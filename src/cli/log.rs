@@ -161,6 +161,39 @@ pub fn describe(record: &Record, verbose: bool) -> Option<String> {
             }
             text
         }
+        Event::Replanned {
+            directive,
+            answers,
+            added,
+            rationale,
+            ..
+        } => format!(
+            "  ✎ planner ({}): {} for {}: {}",
+            directive.as_str(),
+            added.join(", "),
+            answers
+                .as_deref()
+                .map_or("the base case".to_string(), |a| format!("`{a}`")),
+            first_line(rationale)
+        ),
+        Event::LlmCalled {
+            role,
+            model,
+            prompt_tokens,
+            completion_tokens,
+            estimated,
+            latency_ms,
+            error,
+            ..
+        } if verbose => format!(
+            "  ☁ {role} → {model}: {} tokens{} in {:.1} s{}",
+            prompt_tokens + completion_tokens,
+            if *estimated { " (estimated)" } else { "" },
+            *latency_ms as f64 / 1000.0,
+            error
+                .as_deref()
+                .map_or(String::new(), |e| format!(", failed: {}", first_line(e)))
+        ),
         Event::WorkspaceRecovered { changes } => format!(
             "  ↶ put back what a killed run's attempt had changed: {changes} (its tree is {} in git)",
             changes.after

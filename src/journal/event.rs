@@ -256,6 +256,43 @@ pub enum Event {
         /// What the killed attempt had changed (`after`: its tree, still in git).
         changes: Changes,
     },
+    /// The planner added atoms after a GGS decision, when no written
+    /// alternative was left (their definitions arrive in the `user_edited`
+    /// that follows; this record says why).
+    Replanned {
+        /// The replan's number in the task.
+        replan: u32,
+        /// The directive the plan answers.
+        directive: crate::ggs::MacroState,
+        /// The failed atom the plan is a new way to solve (none: the base case).
+        answers: Option<AtomId>,
+        /// The atoms added, the sink last.
+        added: Vec<AtomId>,
+        /// The OR atom the sink became an alternative of (made for it when
+        /// the failed atom had none).
+        group: Option<AtomId>,
+        /// The planner's reason.
+        rationale: String,
+    },
+    /// A call to a model was made (or failed).
+    LlmCalled {
+        /// The role (`planner`, `worker`, …).
+        role: String,
+        /// The model asked.
+        model: String,
+        /// Prompt tokens.
+        prompt_tokens: u64,
+        /// Reply tokens.
+        completion_tokens: u64,
+        /// Whether the tokens are aot's estimate (the reply gave none).
+        estimated: bool,
+        /// From the first request to the answer, retries included.
+        latency_ms: u64,
+        /// HTTP attempts.
+        attempts: u32,
+        /// Why the call failed (none: it answered).
+        error: Option<String>,
+    },
     /// A run ended.
     RunStopped {
         /// How and why.
@@ -296,6 +333,8 @@ impl Event {
             Event::ChangesDiscarded { .. } => "changes_discarded",
             Event::ChangesUndone { .. } => "changes_undone",
             Event::WorkspaceRecovered { .. } => "workspace_recovered",
+            Event::Replanned { .. } => "replanned",
+            Event::LlmCalled { .. } => "llm_called",
             Event::RunStopped { .. } => "run_stopped",
         }
     }

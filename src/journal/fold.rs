@@ -190,7 +190,9 @@ pub fn effects(record: &Record) -> Vec<Effect<'_>> {
         | Event::ChangesLanded { .. }
         | Event::ChangesDiscarded { .. }
         | Event::ChangesUndone { .. }
-        | Event::WorkspaceRecovered { .. } => Vec::new(),
+        | Event::WorkspaceRecovered { .. }
+        | Event::Replanned { .. }
+        | Event::LlmCalled { .. } => Vec::new(),
         Event::BlocksOverridden { atoms } => atoms.iter().map(E::Allow).collect(),
         Event::AtomBlocked { atom, reason } => vec![
             E::Status(atom, AtomStatus::Blocked),

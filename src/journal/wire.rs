@@ -32,6 +32,8 @@
 //!   `changes_undone` and `workspace_recovered`; a failure may say what its
 //!   attempt changed and was discarded (`discarded`); a binding may carry its
 //!   `changes`; the criterion `merge`.
+//! - **7**: the LLM planner: `replanned` (atoms a planner added after a GGS
+//!   decision) and `llm_called` (each call to a model, with its tokens).
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
@@ -45,7 +47,7 @@ use crate::model::{AtomId, Changes, Criterion, Ended, FailureClass};
 use crate::state::{Atom, Binding, Control, Correction, Evidence, Objective, StateFile, StopRecord, Workers};
 
 /// The version this build writes; it reads this one and every older one.
-pub const WIRE_VERSION: u32 = 6;
+pub const WIRE_VERSION: u32 = 7;
 
 /// One journal line.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -205,6 +207,28 @@ pub enum WireEvent {
     },
     WorkspaceRecovered {
         changes: Changes,
+    },
+    Replanned {
+        replan: u32,
+        directive: MacroState,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answers: Option<AtomId>,
+        added: Vec<AtomId>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        group: Option<AtomId>,
+        rationale: String,
+    },
+    LlmCalled {
+        role: String,
+        model: String,
+        prompt_tokens: u64,
+        completion_tokens: u64,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        estimated: bool,
+        latency_ms: u64,
+        attempts: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
     },
     RunStopped {
         stop: StopRecord,
@@ -640,6 +664,40 @@ impl From<Event> for WireEvent {
                 commit,
             },
             Event::WorkspaceRecovered { changes } => W::WorkspaceRecovered { changes },
+            Event::Replanned {
+                replan,
+                directive,
+                answers,
+                added,
+                group,
+                rationale,
+            } => W::Replanned {
+                replan,
+                directive,
+                answers,
+                added,
+                group,
+                rationale,
+            },
+            Event::LlmCalled {
+                role,
+                model,
+                prompt_tokens,
+                completion_tokens,
+                estimated,
+                latency_ms,
+                attempts,
+                error,
+            } => W::LlmCalled {
+                role,
+                model,
+                prompt_tokens,
+                completion_tokens,
+                estimated,
+                latency_ms,
+                attempts,
+                error,
+            },
             Event::RunStopped { stop } => W::RunStopped { stop },
         }
     }
@@ -777,6 +835,40 @@ fn event_from(event: WireEvent, v: u32) -> Event {
             commit,
         },
         W::WorkspaceRecovered { changes } => Event::WorkspaceRecovered { changes },
+        W::Replanned {
+            replan,
+            directive,
+            answers,
+            added,
+            group,
+            rationale,
+        } => Event::Replanned {
+            replan,
+            directive,
+            answers,
+            added,
+            group,
+            rationale,
+        },
+        W::LlmCalled {
+            role,
+            model,
+            prompt_tokens,
+            completion_tokens,
+            estimated,
+            latency_ms,
+            attempts,
+            error,
+        } => Event::LlmCalled {
+            role,
+            model,
+            prompt_tokens,
+            completion_tokens,
+            estimated,
+            latency_ms,
+            attempts,
+            error,
+        },
         W::RunStopped { stop } => Event::RunStopped { stop },
     }
 }

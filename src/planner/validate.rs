@@ -50,9 +50,9 @@ pub fn check(atoms: &IndexMap<AtomId, Atom>, extra: &[(&str, &str)], rules: &Rul
     let mut verdict = Verdict::default();
     for (id, atom) in atoms {
         let place = |field: &str| format!("atom `{id}` {field}");
-        if atom.status != AtomStatus::Pending || atom.attempts != 0 || atom.chosen.is_some() {
+        if atom.status != AtomStatus::Pending || atom.attempts != 0 || atom.chosen.is_some() || atom.planned.is_some() {
             verdict.reasons.push(format!(
-                "atom `{id}` sets fields only the engine writes (status, attempts, chosen)"
+                "atom `{id}` sets fields only the engine writes (status, attempts, chosen, planned)"
             ));
         }
         if let Some(cwd) = &atom.cwd

@@ -414,6 +414,10 @@ pub struct Atom {
     /// (default 75, 69, 124, 126, 127).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environmental_exit_codes: Option<Vec<i32>>,
+    /// Written by the planner, not by hand: the GGS decision this atom
+    /// answers. Kept as the rest of the definition is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned: Option<Planned>,
     /// Lifecycle state (engine-owned).
     #[serde(default, skip_serializing_if = "is_pending")]
     pub status: AtomStatus,
@@ -423,6 +427,21 @@ pub struct Atom {
     /// For `or` atoms: the alternative currently selected (engine-owned).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chosen: Option<AtomId>,
+}
+
+/// Where a planner's atom came from: the replan that made it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Planned {
+    /// The replan's number in the task (1 = the first).
+    pub replan: u32,
+    /// The GGS directive the plan answers.
+    pub directive: crate::ggs::MacroState,
+    /// The failed atom the plan is a new way to solve (none: the base case).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answers: Option<AtomId>,
+    /// The planner's reason, in its words.
+    pub rationale: String,
 }
 
 impl Atom {
@@ -465,6 +484,7 @@ impl Atom {
             env,
             cwd,
             environmental_exit_codes,
+            planned,
             status: _,
             attempts: _,
             chosen: _,
@@ -483,6 +503,7 @@ impl Atom {
             && *env == other.env
             && *cwd == other.cwd
             && *environmental_exit_codes == other.environmental_exit_codes
+            && *planned == other.planned
     }
 
     /// Returns whether the engine-owned fields differ between `self` and `other`.

@@ -215,6 +215,25 @@ fn one_of_each() -> Vec<Event> {
             commit: None,
         },
         Event::WorkspaceRecovered { changes: changes() },
+        // Newer than version 6.
+        Event::Replanned {
+            replan: 2,
+            directive: aot::ggs::MacroState::ChangeApproach,
+            answers: Some("fix".into()),
+            added: vec!["r2-read".into(), "r2-patch".into()],
+            group: Some("fix-or".into()),
+            rationale: "the patches fail; edit the function directly".into(),
+        },
+        Event::LlmCalled {
+            role: "planner".into(),
+            model: "qwen3:8b".into(),
+            prompt_tokens: 1200,
+            completion_tokens: 300,
+            estimated: false,
+            latency_ms: 2300,
+            attempts: 2,
+            error: None,
+        },
     ];
     for event in &events {
         match event {
@@ -247,6 +266,8 @@ fn one_of_each() -> Vec<Event> {
             | Event::ChangesDiscarded { .. }
             | Event::ChangesUndone { .. }
             | Event::WorkspaceRecovered { .. }
+            | Event::Replanned { .. }
+            | Event::LlmCalled { .. }
             | Event::RunStopped { .. } => {}
         }
     }
@@ -330,10 +351,34 @@ fn golden_records_round_trip_byte_for_byte() {
     );
 }
 
+/// Today's golden records as a version before 7 wrote them: no planner records.
+fn golden_records_before_v7() -> Vec<Record> {
+    golden_records()
+        .into_iter()
+        .filter(|r| !matches!(r.event.kind(), "replanned" | "llm_called"))
+        .collect()
+}
+
+/// The golden records of version 6 still read, into the same domain records.
+#[test]
+fn version_6_golden_records_still_read() {
+    let dir = root().join("tests/fixtures/journal/v6");
+    let mut read = 0;
+    for record in &golden_records_before_v7() {
+        let path = dir.join(format!("{}.jsonl", record.event.kind()));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let old: Record = serde_json::from_str(&text).unwrap();
+        assert_eq!(old.v, RECORD_VERSION, "upgraded on read");
+        assert_eq!(&old, record, "version 6 `{}` reads as today's", record.event.kind());
+        read += 1;
+    }
+    assert_eq!(read, std::fs::read_dir(&dir).unwrap().count());
+}
+
 /// Today's golden records as a version before 6 wrote them: no workspace
 /// records, and failures without what their attempt had changed.
 fn golden_records_before_v6() -> Vec<Record> {
-    golden_records()
+    golden_records_before_v7()
         .into_iter()
         .filter(|r| !r.event.kind().starts_with("changes_") && r.event.kind() != "workspace_recovered")
         .map(|mut r| {
