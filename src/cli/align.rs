@@ -202,7 +202,7 @@ fn write(ctx: &Context, state: StateFile, force: bool) -> Result<i32, CliError> 
 }
 
 /// How long one planner call may take (`AOT_LLM_TIMEOUT`, seconds; default 120).
-fn llm_timeout() -> std::time::Duration {
+pub(super) fn llm_timeout() -> std::time::Duration {
     let seconds = std::env::var("AOT_LLM_TIMEOUT")
         .ok()
         .and_then(|v| v.parse::<f64>().ok())

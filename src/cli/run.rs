@@ -24,7 +24,8 @@ pub struct StartArgs {
     #[arg(long, value_name = "N")]
     max_iterations: Option<u32>,
 
-    /// Run alternatives that memory marks Caution (it both worked and failed before) without asking
+    /// Run without asking: alternatives memory marks Caution (they both worked and failed
+    /// before), and destructive commands in a planner's new plan (Law 1)
     #[arg(long)]
     yes: bool,
 
@@ -36,7 +37,7 @@ pub struct StartArgs {
 /// Arguments of `aot step`.
 #[derive(Debug, clap::Args)]
 pub struct StepArgs {
-    /// Run alternatives that memory marks Caution without asking
+    /// Run without asking: Caution alternatives, and destructive commands in a planner's plan
     #[arg(long)]
     yes: bool,
 
@@ -269,6 +270,24 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
         planner: Arc::new(Alternatives),
         workspace: None,
     };
+    // With a model for the brain tier, the planner asks it once the written
+    // alternatives run out.
+    let tiers = aot::llm::Tiers::from_env(|name| std::env::var(name).ok()).map_err(CliError::new)?;
+    if let Some(endpoint) = tiers.for_role(aot::llm::Role::Planner) {
+        let client = aot::llm::Client::new(
+            endpoint.clone(),
+            super::align::llm_timeout(),
+            aot::llm::Retry::default(),
+        )
+        .map_err(CliError::new)?;
+        let folder = ctx
+            .state
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
+        let workspace = std::path::absolute(folder).unwrap_or_else(|_| folder.to_path_buf());
+        roles.planner = Arc::new(aot::planner::llm::LlmPlanner::new(client, workspace, options.yes));
+    }
     options.memory = Some(ctx.memory_path());
     // For tests: the Dreamer's period in milliseconds (default 5 minutes).
     options.dream_every = std::env::var("AOT_DREAM_INTERVAL_MS")

@@ -13,6 +13,8 @@
 //! folding its own events as it goes, so each recovery sees the ones before it.
 
 pub mod draft;
+pub mod llm;
+pub mod replan;
 pub mod validate;
 
 use crate::engine::roles::{BoxFuture, Plan, PlanRequest, Planner};

@@ -414,8 +414,8 @@ pub struct Atom {
     /// (default 75, 69, 124, 126, 127).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environmental_exit_codes: Option<Vec<i32>>,
-    /// Written by the planner, not by hand: the GGS decision this atom
-    /// answers. Kept as the rest of the definition is.
+    /// Where a planner's atom came from (planner-owned): the GGS decision
+    /// it answers. Kept as the rest of the definition is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub planned: Option<Planned>,
     /// Lifecycle state (engine-owned).

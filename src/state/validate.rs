@@ -350,14 +350,15 @@ impl<'s> Walker<'s> {
     }
 }
 
-/// Returns the field a common synonym from other tools most likely means.
-/// Whether a schema property is the engine's to write (or a version-1 leftover).
+/// Whether a schema property is the engine's or the planner's to write (or a
+/// version-1 leftover): not offered to a user as a field to write.
 fn engine_owned(prop: &Value) -> bool {
     prop.get("description")
         .and_then(Value::as_str)
-        .is_some_and(|d| d.contains("engine-owned") || d.starts_with("Version 1 only"))
+        .is_some_and(|d| d.contains("engine-owned") || d.contains("planner-owned") || d.starts_with("Version 1 only"))
 }
 
+/// Returns the field a common synonym from other tools most likely means.
 fn synonym(key: &str) -> Option<&'static str> {
     Some(match key {
         "dependencies" | "depends_on" | "depends" | "needs" | "requires" | "after" => "deps",

@@ -18,6 +18,7 @@ mod llm;
 mod memory;
 mod moves;
 mod polish;
+mod replan;
 mod roundtrip;
 mod run;
 mod schema;

@@ -1,0 +1,183 @@
+//! Replanning by a model when the written alternatives run out: a scripted
+//! OpenAI-compatible server on 127.0.0.1 answers the planner; its plans are
+//! grafted, checked in code (blocked tools, Law 1) and run.
+
+use crate::common::{Run, TestEnv, run_aot_with};
+use crate::fake_llm::{FakeLlm, Step};
+
+const KEY: &str = "sk-replan-secret-7c1d-never-written";
+
+/// Two alternatives that both fail (their tool `sh` gets blocked), and a
+/// base case that needs the file `done`.
+fn exhausting(env: &TestEnv) {
+    env.write(
+        "aot.yaml",
+        "version: 2\nobjective:\n  goal: make done\n  background_intent: b\n  deliverables: the file done\n  definition_of_done: done exists\n  base_case: { command: 'test -f done' }\n  constraints: { max_retries: 0, isolation: none }\ngraph:\n  atoms:\n    fix:\n      or: [a, b]\n    a:\n      run: 'false'\n      tool: sh\n    b:\n      run: 'exit 1'\n      tool: sh\n",
+    );
+}
+
+fn start(env: &TestEnv, server: &FakeLlm, extra: &[&str]) -> Run {
+    let mut args = vec!["start"];
+    args.extend(extra);
+    run_aot_with(
+        env.dir.path(),
+        &args,
+        &[
+            ("BRAIN_BASE_URL", server.base.as_str()),
+            ("BRAIN_API_KEY", KEY),
+            ("BRAIN_MODEL", "fake-planner"),
+            ("AOT_LLM_TIMEOUT", "5"),
+        ],
+    )
+}
+
+fn read(env: &TestEnv, name: &str) -> String {
+    std::fs::read_to_string(env.path(name)).unwrap_or_default()
+}
+
+fn plan(atoms: &str) -> Step {
+    Step::chat(&format!(
+        r#"{{"atoms": {atoms}, "rationale": "write the file directly"}}"#
+    ))
+}
+
+#[test]
+fn without_a_planner_the_run_is_exhausted_as_before() {
+    let env = TestEnv::new();
+    exhausting(&env);
+    let run = env.aot(&["start"]);
+    assert_eq!(run.code, 5, "{}", run.transcript());
+}
+
+#[test]
+fn a_replan_after_exhaustion_runs_and_completes() {
+    let env = TestEnv::new();
+    exhausting(&env);
+    let server = FakeLlm::start(vec![plan(r#"{"write": {"run": "touch done"}}"#)]);
+    let run = start(&env, &server, &[]);
+    assert_eq!(
+        run.code,
+        0,
+        "{}\n{}",
+        run.transcript(),
+        read(&env, "aot.yaml.journal.jsonl")
+    );
+    assert!(env.path("done").exists());
+    let seen = server.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].header("x-aot-role"), Some("planner"));
+    let prompt = seen[0].prompt();
+    for part in [
+        "GGS's directive",
+        "D=",
+        "the tool `sh` (blocked by GGS)",
+        "`b`",
+        "exit 1",
+    ] {
+        assert!(prompt.contains(part), "the PlanDirective carries {part}:\n{prompt}");
+    }
+    let state = aot::state::document::read(&env.path("aot.yaml")).unwrap().state;
+    let added = &state.graph.atoms["r1-write"];
+    let planned = added.planned.as_ref().expect("marked as the planner's");
+    // `a` failed and blocked the tool `sh`, which refuses `b` too: the plan answers `a`.
+    assert_eq!(planned.answers.as_deref(), Some("a"));
+    assert_eq!(planned.rationale, "write the file directly");
+    assert!(
+        state.graph.atoms["fix"]
+            .or
+            .as_ref()
+            .unwrap()
+            .iter()
+            .any(|a| a == "r1-write")
+    );
+    let text = read(&env, "aot.yaml");
+    assert!(
+        text.contains("r1-write:") && text.contains("planned:"),
+        "visible in the file:\n{text}"
+    );
+    let journal = read(&env, "aot.yaml.journal.jsonl");
+    assert!(journal.contains(r#""type":"replanned""#), "{journal}");
+    assert!(
+        journal.contains(r#""type":"llm_called","role":"planner","model":"fake-model""#),
+        "{journal}"
+    );
+    assert_eq!(env.aot(&["replay", "--check"]).code, 0, "replayable");
+    let log = env.aot(&["log"]);
+    assert!(
+        log.stdout.contains("planner (change_approach)") || log.stdout.contains("✎ planner"),
+        "{}",
+        log.stdout
+    );
+    for file in ["aot.yaml", "aot.yaml.journal.jsonl"] {
+        assert!(!read(&env, file).contains(KEY), "{file} holds the key");
+    }
+    assert!(!run.stdout.contains(KEY) && !run.stderr.contains(KEY));
+}
+
+#[test]
+fn a_plan_with_a_blocked_tool_never_runs_and_the_reason_reaches_the_next_request() {
+    let env = TestEnv::new();
+    exhausting(&env);
+    let marker = env.path("blocked-ran");
+    let server = FakeLlm::start(vec![
+        plan(&format!(
+            r#"{{"w": {{"run": "touch {} done", "tool": "sh"}}}}"#,
+            marker.display()
+        )),
+        plan(r#"{"w": {"run": "touch done", "tool": "touch"}}"#),
+    ]);
+    let run = start(&env, &server, &[]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    assert!(!marker.exists(), "the refused plan never ran");
+    let seen = server.seen();
+    assert_eq!(seen.len(), 2);
+    let second = seen[1].prompt();
+    assert!(
+        second.contains("refused") && second.contains("tool `sh`, which is blocked"),
+        "{second}"
+    );
+}
+
+#[test]
+fn a_destructive_plan_is_refused_without_yes_and_runs_with_it() {
+    let env = TestEnv::new();
+    exhausting(&env);
+    env.write("junk", "old\n");
+    let destructive = || plan(r#"{"w": {"run": "rm -f junk && touch done", "tool": "shell"}}"#);
+    let server = FakeLlm::start(vec![destructive(), destructive(), destructive()]);
+    let run = start(&env, &server, &[]);
+    assert_eq!(run.code, 5, "{}", run.transcript());
+    assert!(env.path("junk").exists(), "nothing destructive ran");
+    assert_eq!(server.seen().len(), 3, "asked again twice, then stopped");
+    let state = aot::state::document::read(&env.path("aot.yaml")).unwrap().state;
+    let stop = state.run.stop.expect("stopped");
+    assert!(
+        stop.message.contains("refused 3 times") && stop.message.contains("--yes"),
+        "{}",
+        stop.message
+    );
+
+    let env = TestEnv::new();
+    exhausting(&env);
+    env.write("junk", "old\n");
+    let server = FakeLlm::start(vec![destructive()]);
+    let run = start(&env, &server, &["--yes"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    assert!(!env.path("junk").exists() && env.path("done").exists());
+}
+
+#[test]
+fn a_planner_that_cannot_answer_ends_the_run_exhausted_saying_why() {
+    let env = TestEnv::new();
+    exhausting(&env);
+    let server = FakeLlm::start(vec![Step::status(401, &[])]);
+    let run = start(&env, &server, &[]);
+    assert_eq!(run.code, 5, "{}", run.transcript());
+    let state = aot::state::document::read(&env.path("aot.yaml")).unwrap().state;
+    let message = state.run.stop.unwrap().message;
+    assert!(
+        message.contains("could not make a new plan") && message.contains("401"),
+        "{message}"
+    );
+    assert!(!message.contains(KEY));
+}
