@@ -64,6 +64,7 @@ fn main() {
             time_budget_ms: 100_000_000,
             replans: round - 1,
             max_replans: 1_000_000,
+            spent: 0.0,
         };
         let decision = ggs::decide(&request, &state.run.ggs, &config);
         let events = vec![

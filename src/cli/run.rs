@@ -274,12 +274,24 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
     // alternatives run out.
     let tiers = aot::llm::Tiers::from_env(|name| std::env::var(name).ok()).map_err(CliError::new)?;
     if let Some(endpoint) = tiers.for_role(aot::llm::Role::Planner) {
-        let client = aot::llm::Client::new(
-            endpoint.clone(),
-            super::align::llm_timeout(),
-            aot::llm::Retry::default(),
-        )
-        .map_err(CliError::new)?;
+        let mut endpoint = endpoint.clone();
+        let declared = aot::state::document::read(&ctx.state).ok().map(|d| d.state);
+        let settings = declared.as_ref().and_then(|s| s.llm.clone()).unwrap_or_default();
+        if let Some(model) = settings.brain.clone() {
+            endpoint.model = model;
+        }
+        if declared
+            .as_ref()
+            .is_some_and(|s| s.objective.constraints.max_cost.is_some())
+            && !settings.prices.contains_key(&endpoint.model)
+        {
+            warn(&format!(
+                "max_cost is set but llm.prices has no price for `{}`: its calls count against max_tokens only",
+                endpoint.model
+            ));
+        }
+        let client = aot::llm::Client::new(endpoint, super::align::llm_timeout(), aot::llm::Retry::default())
+            .map_err(CliError::new)?;
         let folder = ctx
             .state
             .parent()

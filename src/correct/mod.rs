@@ -124,6 +124,24 @@ fn set_constraint(state: &mut StateFile, key: &str, value: &str) -> Result<(), R
         "max_retries" => c.max_retries = Some(count(value)?),
         "max_replans" => c.max_replans = Some(count(value)?),
         "time_budget" => c.time_budget = Some(Span::parse(value).map_err(Refused::Invalid)?),
+        "max_tokens" => {
+            c.max_tokens = Some(
+                value
+                    .parse::<u64>()
+                    .map_err(|_| Refused::Invalid(format!("max_tokens needs a whole number, got {value:?}")))?,
+            )
+        }
+        "max_cost" => {
+            let dollars = value
+                .trim_start_matches('$')
+                .parse::<f64>()
+                .ok()
+                .filter(|d| d.is_finite() && *d >= 0.0)
+                .ok_or_else(|| {
+                    Refused::Invalid(format!("max_cost needs an amount in dollars, e.g. 2.50, got {value:?}"))
+                })?;
+            c.max_cost = Some(dollars);
+        }
         "verify" => {
             c.verify = Some(match value {
                 "every_iteration" => VerifyPolicy::EveryIteration,
@@ -151,7 +169,7 @@ fn set_constraint(state: &mut StateFile, key: &str, value: &str) -> Result<(), R
         }
         other => {
             return Err(Refused::Invalid(format!(
-                "unknown constraint `{other}`; --set takes max_iterations, max_parallel_agents, max_retries, max_replans, time_budget, verify, isolation or commit"
+                "unknown constraint `{other}`; --set takes max_iterations, max_parallel_agents, max_retries, max_replans, time_budget, max_tokens, max_cost, verify, isolation or commit"
             )));
         }
     }
@@ -382,7 +400,7 @@ pub fn from_edit(current: &StateFile, edited: &StateFile, at: Timestamp) -> Resu
     if atoms_changed || current.workers != edited.workers {
         kinds.push((CorrectionKind::DagAdjustment, "hand edit of the graph".to_string()));
     }
-    if a.constraints != b.constraints {
+    if a.constraints != b.constraints || current.llm != edited.llm {
         kinds.push((
             CorrectionKind::ConstraintChange,
             "hand edit of the constraints".to_string(),

@@ -40,6 +40,7 @@ impl Engine<'_> {
             c.max_replans(),
             self.elapsed_ms(),
             c.time_budget().as_millis() as u64,
+            self.state.spent_share(),
             &c.ggs(),
         )
     }
@@ -210,6 +211,14 @@ impl Engine<'_> {
                 )
                 .map(Some)
             }
+            Plan::OverBudget { events, message } => {
+                self.record(events)?;
+                let result = self.closing(&decision);
+                let message = format!("GGS abandoned the task: {message}");
+                self.remember_end(false, &message);
+                self.stop_with(StopReason::Abandoned, message, None, Some(Box::new(result)))
+                    .map(Some)
+            }
         }
     }
 
@@ -242,6 +251,7 @@ impl Engine<'_> {
             time_budget_ms: constraints.time_budget().as_millis() as u64,
             replans: self.state.run.replans,
             max_replans: constraints.max_replans(),
+            spent: self.state.spent_share(),
         }
     }
 

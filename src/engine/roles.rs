@@ -200,6 +200,14 @@ pub enum Plan {
         /// Why nothing is left, for the user.
         message: String,
     },
+    /// The next call to a model could pass the task's token or dollar
+    /// budget, so it was not made: apply these events, then GGS abandons.
+    OverBudget {
+        /// Events to journal before stopping.
+        events: Vec<Event>,
+        /// Which budget and by how much, for the user.
+        message: String,
+    },
 }
 
 /// Changes the plan after a GGS directive.

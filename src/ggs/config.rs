@@ -23,6 +23,9 @@ pub struct GgsParams {
     /// Weight of elapsed time in Omega (default 0.4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub w2: Option<f64>,
+    /// Weight of LLM spend in Omega, against `max_tokens`/`max_cost` (default 0.4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub w3: Option<f64>,
     /// Plateau threshold on |gradient| (default 0.1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub epsilon: Option<f64>,
@@ -46,6 +49,7 @@ pub struct GgsConfig {
     pub lambda: f64,
     pub w1: f64,
     pub w2: f64,
+    pub w3: f64,
     pub epsilon: f64,
     pub delta: f64,
     pub rho: f64,
@@ -60,6 +64,7 @@ impl Default for GgsConfig {
             lambda: 0.4,
             w1: 0.6,
             w2: 0.4,
+            w3: 0.4,
             epsilon: 0.1,
             delta: 0.3,
             rho: 0.5,
@@ -70,13 +75,14 @@ impl Default for GgsConfig {
 
 impl GgsParams {
     /// Returns each parameter as written, by name.
-    pub fn written(&self) -> [(&'static str, Option<f64>); 9] {
+    pub fn written(&self) -> [(&'static str, Option<f64>); 10] {
         [
             ("alpha", self.alpha),
             ("beta", self.beta),
             ("lambda", self.lambda),
             ("w1", self.w1),
             ("w2", self.w2),
+            ("w3", self.w3),
             ("epsilon", self.epsilon),
             ("delta", self.delta),
             ("rho", self.rho),
@@ -93,6 +99,7 @@ impl GgsParams {
             lambda: self.lambda.unwrap_or(d.lambda),
             w1: self.w1.unwrap_or(d.w1),
             w2: self.w2.unwrap_or(d.w2),
+            w3: self.w3.unwrap_or(d.w3),
             epsilon: self.epsilon.unwrap_or(d.epsilon),
             delta: self.delta.unwrap_or(d.delta),
             rho: self.rho.unwrap_or(d.rho),

@@ -238,6 +238,13 @@ pub struct ReplanRequest {
     pub replans: u32,
     /// The replan budget.
     pub max_replans: u32,
+    /// The share of the LLM budget spent, in [0, 1] (0 without a budget).
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub spent: f64,
+}
+
+fn is_zero_f64(x: &f64) -> bool {
+    *x == 0.0
 }
 
 /// The loss and its parts.
@@ -520,10 +527,11 @@ pub fn process(request: &ReplanRequest) -> f64 {
 }
 
 /// Ω from the replans made and the time spent.
-pub fn omega(replans: u32, max_replans: u32, elapsed_ms: u64, time_budget_ms: u64, c: &GgsConfig) -> f64 {
+pub fn omega(replans: u32, max_replans: u32, elapsed_ms: u64, time_budget_ms: u64, spent: f64, c: &GgsConfig) -> f64 {
     let ratio = |used: f64, budget: f64| if budget > 0.0 { used / budget } else { 1.0 };
     let value = c.w1 * ratio(f64::from(replans), f64::from(max_replans))
-        + c.w2 * ratio(elapsed_ms as f64, time_budget_ms as f64);
+        + c.w2 * ratio(elapsed_ms as f64, time_budget_ms as f64)
+        + c.w3 * spent.clamp(0.0, 1.0);
     round9(value.clamp(0.0, 1.0))
 }
 
@@ -546,6 +554,7 @@ pub fn decide(request: &ReplanRequest, state: &GgsState, c: &GgsConfig) -> Decis
         request.max_replans,
         request.elapsed_ms,
         request.time_budget_ms,
+        request.spent,
         c,
     );
     let loss = loss(d, p, omega, c);
@@ -1204,6 +1213,7 @@ mod tests {
             time_budget_ms: 300_000,
             replans,
             max_replans: 3,
+            spent: 0.0,
         }
     }
 
@@ -1327,11 +1337,12 @@ mod tests {
     #[test]
     fn omega_counts_replans_and_time_and_is_clamped() {
         let c = c();
-        assert_eq!(omega(0, 3, 0, 300_000, &c), 0.0);
-        assert_eq!(omega(3, 3, 0, 300_000, &c), 0.6);
-        assert_eq!(omega(3, 3, 150_000, 300_000, &c), 0.8);
-        assert_eq!(omega(9, 3, 900_000, 300_000, &c), 1.0);
-        assert_eq!(omega(0, 0, 0, 0, &c), 1.0, "a zero budget is spent");
+        assert_eq!(omega(0, 3, 0, 300_000, 0.0, &c), 0.0);
+        assert_eq!(omega(3, 3, 0, 300_000, 0.0, &c), 0.6);
+        assert_eq!(omega(3, 3, 150_000, 300_000, 0.0, &c), 0.8);
+        assert_eq!(omega(9, 3, 900_000, 300_000, 0.0, &c), 1.0);
+        assert_eq!(omega(0, 0, 0, 0, 0.0, &c), 1.0, "a zero budget is spent");
+        assert_eq!(omega(0, 3, 0, 300_000, 0.5, &c), 0.2, "half the LLM budget spent");
     }
 
     #[test]

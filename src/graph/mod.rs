@@ -1024,6 +1024,7 @@ impl Fold for WorkGraph {
             | Effect::Control(_)
             | Effect::RunStarted
             | Effect::Iteration(_)
+            | Effect::Spent { .. }
             | Effect::Decided(_)
             | Effect::Verified(_)
             | Effect::Paused

@@ -58,6 +58,8 @@ pub enum Event {
         control: Control,
         /// The workers block as edited.
         workers: Option<Workers>,
+        /// The `llm:` section as edited.
+        llm: Option<crate::state::LlmSettings>,
         /// Atom definitions as edited, in file order.
         atoms: IndexMap<AtomId, crate::state::Atom>,
     },
@@ -292,6 +294,10 @@ pub enum Event {
         attempts: u32,
         /// Why the call failed (none: it answered).
         error: Option<String>,
+        /// The atom the call worked for, if one.
+        atom: Option<AtomId>,
+        /// US dollars, when the model has a price.
+        cost: Option<f64>,
     },
     /// A run ended.
     RunStopped {
@@ -352,6 +358,7 @@ impl Event {
             objective: Box::new(state.objective.clone()),
             control: state.control.clone(),
             workers: state.workers.clone(),
+            llm: state.llm.clone(),
             atoms: state
                 .graph
                 .atoms

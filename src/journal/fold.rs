@@ -43,8 +43,23 @@ pub enum Effect<'e> {
         control: &'e Control,
         /// The workers block.
         workers: Option<&'e Workers>,
+        /// The `llm:` section.
+        llm: Option<&'e crate::state::LlmSettings>,
         /// The atom definitions, in file order.
         atoms: &'e IndexMap<AtomId, Atom>,
+    },
+    /// A call to a model was paid for.
+    Spent {
+        /// The role.
+        role: &'e str,
+        /// The atom it worked for.
+        atom: Option<&'e AtomId>,
+        /// Prompt and reply tokens.
+        tokens: u64,
+        /// US dollars.
+        cost: f64,
+        /// Whether the tokens are estimated.
+        estimated: bool,
     },
     /// An atom's status.
     Status(&'e AtomId, AtomStatus),
@@ -124,11 +139,13 @@ pub fn effects(record: &Record) -> Vec<Effect<'_>> {
             objective,
             control,
             workers,
+            llm,
             atoms,
         } => vec![E::Redefine {
             objective,
             control,
             workers: workers.as_ref(),
+            llm: llm.as_ref(),
             atoms,
         }],
         Event::ControlSet { control } => vec![E::Control(control)],
@@ -191,8 +208,22 @@ pub fn effects(record: &Record) -> Vec<Effect<'_>> {
         | Event::ChangesDiscarded { .. }
         | Event::ChangesUndone { .. }
         | Event::WorkspaceRecovered { .. }
-        | Event::Replanned { .. }
-        | Event::LlmCalled { .. } => Vec::new(),
+        | Event::Replanned { .. } => Vec::new(),
+        Event::LlmCalled {
+            role,
+            atom,
+            prompt_tokens,
+            completion_tokens,
+            estimated,
+            cost,
+            ..
+        } => vec![E::Spent {
+            role,
+            atom: atom.as_ref(),
+            tokens: prompt_tokens + completion_tokens,
+            cost: cost.unwrap_or(0.0),
+            estimated: *estimated,
+        }],
         Event::BlocksOverridden { atoms } => atoms.iter().map(E::Allow).collect(),
         Event::AtomBlocked { atom, reason } => vec![
             E::Status(atom, AtomStatus::Blocked),
@@ -327,11 +358,13 @@ fn on_state(state: &mut StateFile, effect: &Effect<'_>, at: Timestamp) {
             objective,
             control,
             workers,
+            llm,
             atoms,
         } => {
             state.objective = (*objective).clone();
             state.control = (*control).clone();
             state.workers = workers.cloned();
+            state.llm = llm.cloned();
             let mut old = std::mem::take(&mut state.graph.atoms);
             state.graph.atoms = atoms
                 .iter()
@@ -411,6 +444,13 @@ fn on_state(state: &mut StateFile, effect: &Effect<'_>, at: Timestamp) {
             state.run.stop = None;
         }
         Effect::Iteration(n) => state.run.iteration = *n,
+        Effect::Spent {
+            role,
+            atom,
+            tokens,
+            cost,
+            estimated,
+        } => state.run.spend.add(role, *atom, *tokens, *cost, *estimated),
         Effect::Decided(decision) => {
             state.run.ggs = state.run.ggs.after(decision);
             if decision.directive.continues() {

@@ -33,7 +33,8 @@
 //!   attempt changed and was discarded (`discarded`); a binding may carry its
 //!   `changes`; the criterion `merge`.
 //! - **7**: the LLM planner: `replanned` (atoms a planner added after a GGS
-//!   decision) and `llm_called` (each call to a model, with its tokens).
+//!   decision) and `llm_called` (each call to a model, with its tokens and
+//!   cost); `user_edited` may carry the `llm:` section.
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
@@ -81,6 +82,8 @@ pub enum WireEvent {
         control: Control,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         workers: Option<Workers>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        llm: Option<crate::state::LlmSettings>,
         atoms: IndexMap<AtomId, Atom>,
     },
     ControlSet {
@@ -229,6 +232,10 @@ pub enum WireEvent {
         attempts: u32,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        atom: Option<AtomId>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost: Option<f64>,
     },
     RunStopped {
         stop: StopRecord,
@@ -555,11 +562,13 @@ impl From<Event> for WireEvent {
                 objective,
                 control,
                 workers,
+                llm,
                 atoms,
             } => W::UserEdited {
                 objective,
                 control,
                 workers,
+                llm,
                 atoms,
             },
             Event::ControlSet { control } => W::ControlSet { control },
@@ -688,6 +697,8 @@ impl From<Event> for WireEvent {
                 latency_ms,
                 attempts,
                 error,
+                atom,
+                cost,
             } => W::LlmCalled {
                 role,
                 model,
@@ -697,6 +708,8 @@ impl From<Event> for WireEvent {
                 latency_ms,
                 attempts,
                 error,
+                atom,
+                cost,
             },
             Event::RunStopped { stop } => W::RunStopped { stop },
         }
@@ -716,11 +729,13 @@ fn event_from(event: WireEvent, v: u32) -> Event {
             objective,
             control,
             workers,
+            llm,
             atoms,
         } => Event::UserEdited {
             objective,
             control,
             workers,
+            llm,
             atoms,
         },
         W::ControlSet { control } => Event::ControlSet { control },
@@ -859,6 +874,8 @@ fn event_from(event: WireEvent, v: u32) -> Event {
             latency_ms,
             attempts,
             error,
+            atom,
+            cost,
         } => Event::LlmCalled {
             role,
             model,
@@ -868,6 +885,8 @@ fn event_from(event: WireEvent, v: u32) -> Event {
             latency_ms,
             attempts,
             error,
+            atom,
+            cost,
         },
         W::RunStopped { stop } => Event::RunStopped { stop },
     }

@@ -13,7 +13,7 @@
 pub mod clean;
 mod client;
 
-pub use client::{CallError, Client, Message, Reply, Retry, Usage};
+pub use client::{CallError, Client, Message, Reply, Retry, Usage, estimate_tokens};
 
 use std::fmt;
 

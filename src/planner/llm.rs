@@ -14,8 +14,8 @@ use super::validate::{self as plan_check, Rules};
 use crate::engine::roles::{BoxFuture, Plan, PlanRequest, Planner};
 use crate::ggs::MacroState;
 use crate::journal::event::{Event, RECORD_VERSION, Record};
-use crate::llm::{CallError, Client, Message, Reply, Role};
-use crate::state::{AtomStatus, StateFile};
+use crate::llm::{CallError, Client, Message, Reply, Role, estimate_tokens};
+use crate::state::{AtomId, AtomStatus, StateFile};
 
 /// Plans asked for per decision: the first and two more after refusals.
 const ASKS: usize = 3;
@@ -41,7 +41,18 @@ impl LlmPlanner {
         }
     }
 
-    fn called(&self, call: &Result<Reply, CallError>) -> Event {
+    fn called(&self, call: &Result<Reply, CallError>, atom: Option<&AtomId>, state: &StateFile) -> Event {
+        let price = |model: &str| {
+            state
+                .llm
+                .as_ref()
+                .and_then(|l| {
+                    l.prices
+                        .get(model)
+                        .or_else(|| l.prices.get(&self.client.endpoint().model))
+                })
+                .copied()
+        };
         match call {
             Ok(reply) => Event::LlmCalled {
                 role: Role::Planner.name().into(),
@@ -52,6 +63,8 @@ impl LlmPlanner {
                 latency_ms: reply.latency.as_millis() as u64,
                 attempts: reply.attempts,
                 error: None,
+                atom: atom.cloned(),
+                cost: price(&reply.model).map(|p| p.cost(reply.usage.prompt, reply.usage.completion)),
             },
             Err(e) => Event::LlmCalled {
                 role: Role::Planner.name().into(),
@@ -62,6 +75,8 @@ impl LlmPlanner {
                 latency_ms: e.latency.as_millis() as u64,
                 attempts: e.attempts,
                 error: Some(e.message.clone()),
+                atom: atom.cloned(),
+                cost: price(&self.client.endpoint().model).map(|p| p.cost(e.usage.prompt, e.usage.completion)),
             },
         }
     }
@@ -95,6 +110,38 @@ impl LlmPlanner {
         };
         plan_check::check(&atoms, &[], &rules).reasons
     }
+}
+
+/// Why the next ask (a call and, if its answer does not parse, one repair
+/// re-ask: twice the prompt and twice the reply at worst) could pass the
+/// task's budget; `None` when it cannot.
+fn over_budget(state: &StateFile, messages: &[Message], model: &str) -> Option<String> {
+    let c = &state.objective.constraints;
+    let spend = &state.run.spend;
+    let prompt: u64 = messages.iter().map(|m| estimate_tokens(&m.content) + 4).sum();
+    let (worst_prompt, worst_reply) = (2 * prompt, 2 * u64::from(PLAN_MAX_TOKENS));
+    if let Some(max) = c.max_tokens {
+        let worst = worst_prompt + worst_reply;
+        if spend.tokens + worst > max {
+            return Some(format!(
+                "the token budget would not cover the planner's next call: {} of max_tokens {max} spent, and the call could take up to {worst} (`aot redirect --set max_tokens=N` raises it)",
+                spend.tokens
+            ));
+        }
+    }
+    if let Some(max) = c.max_cost {
+        let price = state.llm.as_ref().and_then(|l| l.prices.get(model));
+        if let Some(price) = price {
+            let worst = price.cost(worst_prompt, worst_reply);
+            if spend.cost + worst > max {
+                return Some(format!(
+                    "the dollar budget would not cover the planner's next call: ${:.4} of max_cost ${max} spent, and the call could cost up to ${worst:.4} (`aot redirect --set max_cost=N` raises it)",
+                    spend.cost
+                ));
+            }
+        }
+    }
+    None
 }
 
 /// The commands of atoms that have run.
@@ -140,12 +187,21 @@ impl Planner for LlmPlanner {
             let number = request.decision.replans + 1;
             let mut messages = replan::prompt(&request, &board, answers.as_ref());
             let mut refused: Vec<String> = Vec::new();
+            let mut spent = board.clone();
+            let model = self.client.endpoint().model.clone();
             for ask in 0..ASKS {
+                if let Some(why) = over_budget(&spent, &messages, &model) {
+                    return Plan::OverBudget { events, message: why };
+                }
                 let (answer, calls) = self
                     .client
                     .json::<Proposal>(Role::Planner, &messages, PLAN_MAX_TOKENS)
                     .await;
-                events.extend(calls.iter().map(|c| self.called(c)));
+                for call in &calls {
+                    let event = self.called(call, answers.as_ref(), &board);
+                    spent = folded(&spent, std::slice::from_ref(&event), request.at);
+                    events.push(event);
+                }
                 let proposal = match answer {
                     Ok(proposal) => proposal,
                     Err(e) => {

@@ -6,6 +6,8 @@
 //! top level and inside each atom; it is read and migrated.
 
 use indexmap::IndexMap;
+
+use crate::state::LlmSettings;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +32,9 @@ pub struct StateFileOnDisk {
     /// Workers that run `agent` atoms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workers: Option<Workers>,
+    /// Models and prices for the LLM roles (never keys).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm: Option<LlmSettings>,
     /// The AND/OR work graph: atom definitions.
     pub graph: Graph,
     /// The engine's record (engine-owned; aot rewrites this section, and only
@@ -137,6 +142,7 @@ impl From<StateFileOnDisk> for StateFile {
             objective: disk.objective,
             control: disk.control.unwrap_or(section.control),
             workers: disk.workers,
+            llm: disk.llm,
             corrections: disk.corrections.unwrap_or(section.corrections),
             graph: Graph { atoms },
             bindings: disk.bindings.unwrap_or(section.bindings),
@@ -153,6 +159,7 @@ impl From<StateFile> for StateFileOnDisk {
             version: user.version,
             objective: user.objective,
             workers: user.workers,
+            llm: user.llm,
             graph: user.graph,
             status: Some(section.status),
             control: None,
@@ -175,6 +182,9 @@ pub struct UserPart {
     /// Workers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workers: Option<Workers>,
+    /// Models and prices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm: Option<LlmSettings>,
     /// Atom definitions.
     pub graph: Graph,
 }
@@ -193,6 +203,7 @@ impl UserPart {
         self.version == state.version
             && self.objective == state.objective
             && self.workers == state.workers
+            && self.llm == state.llm
             && self.graph.atoms.len() == state.graph.atoms.len()
             && self
                 .graph
@@ -263,6 +274,7 @@ pub fn split(state: StateFile) -> (UserPart, EnginePart) {
             version: state.version,
             objective: state.objective,
             workers: state.workers,
+            llm: state.llm,
             graph: Graph { atoms },
         },
         EnginePart {

@@ -45,6 +45,9 @@ pub struct StateFile {
     /// Workers that run `agent` atoms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workers: Option<Workers>,
+    /// Models and their prices for the LLM roles (never keys).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm: Option<LlmSettings>,
     /// Every redirect or accepted hand edit, in order (engine-owned).
     #[serde(default)]
     pub corrections: Vec<Correction>,
@@ -166,6 +169,13 @@ pub struct Constraints {
     /// Wall-clock budget: GGS Omega (default 5m).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_budget: Option<Span>,
+    /// Tokens the LLM roles may spend on the task (prompt and reply); a call
+    /// that could pass it is not made, and GGS abandons.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// US dollars the LLM roles may spend (prices from `llm.prices`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost: Option<f64>,
     /// When to run the base case (default every_iteration).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify: Option<VerifyPolicy>,
@@ -264,6 +274,39 @@ pub struct Control {
     /// Set by `aot redirect` while a correction is being applied.
     #[serde(default)]
     pub redirect_requested: bool,
+}
+
+/// The `llm:` section: which models the LLM roles call and what they cost.
+/// Keys are never written here: they come from the environment.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LlmSettings {
+    /// The model of the brain tier (perceiver, planner), over `BRAIN_MODEL`/`OPENAI_MODEL`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brain: Option<String>,
+    /// The model of the tool tier (worker, validator), over `TOOL_MODEL`/`OPENAI_MODEL`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// Prices in US dollars per million tokens, by model name.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub prices: IndexMap<String, Price>,
+}
+
+/// A model's price, in US dollars per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    /// Per million prompt tokens.
+    pub input: f64,
+    /// Per million reply tokens.
+    pub output: f64,
+}
+
+impl Price {
+    /// What `prompt` and `completion` tokens cost, in dollars.
+    pub fn cost(&self, prompt: u64, completion: u64) -> f64 {
+        (prompt as f64 * self.input + completion as f64 * self.output) / 1e6
+    }
 }
 
 /// How `agent` atoms are run.
@@ -701,6 +744,75 @@ pub struct RunState {
     /// How the last run ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop: Option<StopRecord>,
+    /// What calls to models cost the task so far.
+    #[serde(default, skip_serializing_if = "Spend::is_empty")]
+    pub spend: Spend,
+}
+
+/// Tokens and dollars spent on models, in all and by role and atom.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Spend {
+    /// Calls made.
+    pub calls: u32,
+    /// Prompt and reply tokens.
+    pub tokens: u64,
+    /// US dollars, for the calls whose model has a price.
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub cost: f64,
+    /// Whether some of the tokens are aot's estimate.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
+    /// By role (`planner`, `worker`, …).
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub by_role: IndexMap<String, Tally>,
+    /// By the atom a call worked for.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub by_atom: IndexMap<AtomId, Tally>,
+}
+
+/// One line of [`Spend`].
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Tally {
+    /// Calls made.
+    pub calls: u32,
+    /// Prompt and reply tokens.
+    pub tokens: u64,
+    /// US dollars.
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub cost: f64,
+}
+
+impl Tally {
+    fn add(&mut self, tokens: u64, cost: f64) {
+        self.calls += 1;
+        self.tokens += tokens;
+        self.cost += cost;
+    }
+}
+
+impl Spend {
+    /// Whether nothing was spent.
+    pub fn is_empty(&self) -> bool {
+        self.calls == 0
+    }
+
+    /// Counts one call.
+    pub fn add(&mut self, role: &str, atom: Option<&AtomId>, tokens: u64, cost: f64, estimated: bool) {
+        self.calls += 1;
+        self.tokens += tokens;
+        self.cost += cost;
+        self.estimated |= estimated;
+        self.by_role.entry(role.to_string()).or_default().add(tokens, cost);
+        if let Some(atom) = atom {
+            self.by_atom.entry(atom.clone()).or_default().add(tokens, cost);
+        }
+    }
+}
+
+fn is_zero_f64(x: &f64) -> bool {
+    *x == 0.0
 }
 
 fn is_zero_u64(n: &u64) -> bool {
@@ -712,6 +824,24 @@ fn is_default_ggs(g: &crate::ggs::GgsState) -> bool {
 }
 
 impl StateFile {
+    /// The share of the LLM budget spent, in [0, 1]: the larger of tokens
+    /// against `max_tokens` and dollars against `max_cost`; 0 without either.
+    pub fn spent_share(&self) -> f64 {
+        let c = &self.objective.constraints;
+        let spend = &self.run.spend;
+        let tokens = c.max_tokens.map_or(0.0, |max| {
+            if max == 0 {
+                1.0
+            } else {
+                spend.tokens as f64 / max as f64
+            }
+        });
+        let cost = c
+            .max_cost
+            .map_or(0.0, |max| if max <= 0.0 { 1.0 } else { spend.cost / max });
+        tokens.max(cost).clamp(0.0, 1.0)
+    }
+
     /// Returns a minimal, valid state file with the given objective and graph.
     pub fn new(objective: Objective, atoms: IndexMap<AtomId, Atom>) -> Self {
         Self {
@@ -719,6 +849,7 @@ impl StateFile {
             objective,
             control: Control::default(),
             workers: None,
+            llm: None,
             corrections: Vec::new(),
             graph: Graph { atoms },
             bindings: IndexMap::new(),
@@ -785,6 +916,7 @@ impl StateFile {
             && self.objective == other.objective
             && self.control == other.control
             && self.workers == other.workers
+            && self.llm == other.llm
             && self.graph.atoms.len() == other.graph.atoms.len()
             && self
                 .graph

@@ -460,6 +460,25 @@ pub fn check_semantics(state: &StateFile, root: Option<&Node>) -> Vec<Diagnostic
         }
     }
 
+    if let Some(v) = constraints.max_cost.filter(|v| !(v.is_finite() && *v >= 0.0)) {
+        errors.push(
+            Diagnostic::new(format!("must be an amount in dollars ≥ 0, found {v}"))
+                .field("objective.constraints.max_cost")
+                .at(at(&["objective", "constraints", "max_cost"])),
+        );
+    }
+    for (model, price) in state.llm.iter().flat_map(|l| &l.prices) {
+        for (name, v) in [("input", price.input), ("output", price.output)] {
+            if !(v.is_finite() && v >= 0.0) {
+                errors.push(
+                    Diagnostic::new(format!("must be dollars per million tokens ≥ 0, found {v}"))
+                        .field(format!("llm.prices.{model}.{name}"))
+                        .at(at(&["llm", "prices", model, name])),
+                );
+            }
+        }
+    }
+
     let mut owner_of_alternative: HashMap<&str, &str> = HashMap::new();
     for (id, atom) in atoms {
         let field = |name: &str| format!("graph.atoms.{id}.{name}");

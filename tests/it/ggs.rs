@@ -43,6 +43,7 @@ pub fn sample_decision() -> Decision {
         time_budget_ms: 300_000,
         replans: 0,
         max_replans: 3,
+        spent: 0.0,
     };
     ggs::decide(&request, &GgsState::default(), &GgsConfig::default())
 }
@@ -110,15 +111,16 @@ fn request() -> impl Strategy<Value = ReplanRequest> {
         0..2_000_000u64,
         0..1_000_000u64,
         0..12u32,
-        0..6u32,
+        (0..6u32, unit()),
     )
         .prop_map(
-            |(outcomes, elapsed_ms, time_budget_ms, replans, max_replans)| ReplanRequest {
+            |(outcomes, elapsed_ms, time_budget_ms, replans, (max_replans, spent))| ReplanRequest {
                 outcomes,
                 elapsed_ms,
                 time_budget_ms,
                 replans,
                 max_replans,
+                spent,
             },
         )
 }
@@ -129,16 +131,17 @@ fn unit() -> impl Strategy<Value = f64> {
 
 fn config() -> impl Strategy<Value = GgsConfig> {
     (
-        (unit(), unit(), unit(), unit(), unit()),
+        (unit(), unit(), unit(), unit(), unit(), unit()),
         (unit(), unit(), unit(), unit()),
     )
         .prop_map(
-            |((alpha, beta, lambda, w1, w2), (epsilon, delta, rho, theta))| GgsConfig {
+            |((alpha, beta, lambda, w1, w2, w3), (epsilon, delta, rho, theta))| GgsConfig {
                 alpha,
                 beta,
                 lambda,
                 w1,
                 w2,
+                w3,
                 epsilon,
                 delta,
                 rho,

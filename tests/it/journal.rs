@@ -233,6 +233,8 @@ fn one_of_each() -> Vec<Event> {
             latency_ms: 2300,
             attempts: 2,
             error: None,
+            atom: Some("fix".into()),
+            cost: Some(0.0054),
         },
     ];
     for event in &events {

@@ -181,3 +181,74 @@ fn a_planner_that_cannot_answer_ends_the_run_exhausted_saying_why() {
     );
     assert!(!message.contains(KEY));
 }
+
+/// `exhausting`'s file with these constraints added.
+fn exhausting_with(env: &TestEnv, constraints: &str) {
+    exhausting(env);
+    let text = read(env, "aot.yaml").replace(
+        "constraints: { max_retries: 0, isolation: none }",
+        &format!("constraints: {{ max_retries: 0, isolation: none, {constraints} }}"),
+    );
+    env.write("aot.yaml", &text);
+}
+
+#[test]
+fn a_token_budget_too_small_for_the_call_abandons_before_making_it() {
+    let env = TestEnv::new();
+    exhausting_with(&env, "max_tokens: 1000");
+    let server = FakeLlm::start(vec![plan(r#"{"write": {"run": "touch done"}}"#)]);
+    let run = start(&env, &server, &[]);
+    assert_eq!(run.code, 4, "abandoned: {}", run.transcript());
+    assert_eq!(
+        server.seen().len(),
+        0,
+        "the call that could pass the budget was not made"
+    );
+    let state = aot::state::document::read(&env.path("aot.yaml")).unwrap().state;
+    let stop = state.run.stop.unwrap();
+    assert!(
+        stop.message.contains("token budget") && stop.message.contains("max_tokens 1000"),
+        "{}",
+        stop.message
+    );
+    assert!(stop.final_result.is_some(), "with a FinalResult");
+}
+
+#[test]
+fn the_budget_is_checked_before_every_call_and_spend_is_shown_by_role_and_atom() {
+    let env = TestEnv::new();
+    exhausting_with(&env, "max_tokens: 14000");
+    std::fs::write(
+        env.path("aot.yaml"),
+        read(&env, "aot.yaml") + "llm:\n  prices:\n    fake-model: { input: 2.0, output: 8.0 }\n",
+    )
+    .unwrap();
+    // The first plan is refused (blocked tool) after using 8,000 tokens:
+    // asking again could pass the budget, so it is not asked.
+    let refused = Step::chat_with_usage(
+        r#"{"atoms": {"w": {"run": "touch done", "tool": "sh"}}, "rationale": "r"}"#,
+        Some((5000, 3000)),
+    );
+    let server = FakeLlm::start(vec![refused, plan(r#"{"w": {"run": "touch done"}}"#)]);
+    let run = start(&env, &server, &[]);
+    assert_eq!(run.code, 4, "{}", run.transcript());
+    assert_eq!(server.seen().len(), 1);
+    let status = env.aot(&["status"]);
+    assert!(
+        status
+            .stdout
+            .contains("spend      1 call, 8000 tokens, $0.0340 of max_tokens 14000"),
+        "{}",
+        status.stdout
+    );
+    assert!(
+        status.stdout.contains("planner    1 call, 8000 tokens"),
+        "{}",
+        status.stdout
+    );
+    assert!(status.stdout.contains("for a: 1 call"), "{}", status.stdout);
+    let json: serde_json::Value = serde_json::from_str(&env.aot(&["status", "--json"]).stdout).unwrap();
+    assert_eq!(json["spend"]["tokens"], 8000);
+    assert_eq!(json["spend"]["by_role"]["planner"]["calls"], 1);
+    assert_eq!(env.aot(&["replay", "--check"]).code, 0, "spend folds from the journal");
+}

@@ -54,6 +54,11 @@ fn every_example_runs_to_completion() {
 fn the_or_fallback_example_backtracks_and_records_the_trail() {
     let env = TestEnv::new();
     env.example("or-fallback.yaml");
+    // Checked once every atom is solved: with a check after each fan-in, the
+    // base case can hold while `report` still runs (it has written its file,
+    // not yet its summary), and the run halts before `report` is solved.
+    let set = env.aot(&["--state", "or-fallback.yaml", "redirect", "--set", "verify=when_solved"]);
+    assert_eq!(set.code, 0, "{}", set.transcript());
     assert_eq!(env.aot(&["--state", "or-fallback.yaml", "start"]).code, 0);
     let s = state(&env, "or-fallback.yaml");
     let kinds: Vec<String> = s
