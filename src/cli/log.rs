@@ -20,6 +20,9 @@ pub struct Args {
     /// Keep printing records as they are written, until the run stops
     #[arg(long, short)]
     follow: bool,
+    /// Show only the calls to models, each with its prompt and answers as kept in .aot/llm/
+    #[arg(long, conflicts_with = "ggs")]
+    llm: bool,
 }
 
 /// Returns the readable line(s) for a record, if it deserves any. `verbose`
@@ -209,6 +212,60 @@ fn short(id: &str) -> &str {
     id.get(..10).unwrap_or(id)
 }
 
+/// A call to a model with its prompt and answers (`aot log --llm`), for
+/// reading the decision offline; `--json` prints the record with the kept
+/// conversation inline.
+fn conversation(
+    out: &mut impl Write,
+    record: &Record,
+    ctx: &Context,
+    folder: &Path,
+    shown: &mut std::collections::HashSet<String>,
+) -> std::io::Result<()> {
+    let Event::LlmCalled { kept, .. } = &record.event else {
+        return Ok(());
+    };
+    let talk: Option<serde_json::Value> = kept
+        .as_ref()
+        .and_then(|k| std::fs::read(folder.join(k)).ok())
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+    if ctx.json {
+        let mut value = serde_json::to_value(record).unwrap_or_default();
+        value["conversation"] = talk.unwrap_or(serde_json::Value::Null);
+        return writeln!(out, "{value}");
+    }
+    if let Some(text) = describe(record, true) {
+        writeln!(out, "{:>5} {}  {text}", record.seq, record.at)?;
+    }
+    let Some(talk) = talk else {
+        return writeln!(out, "        (the prompt and answer were not kept)");
+    };
+    // A repair re-ask shares its conversation with the call before it.
+    if !kept.as_ref().is_some_and(|k| shown.insert(k.clone())) {
+        return Ok(());
+    }
+    let indent = |text: &str| {
+        text.lines()
+            .map(|l| format!("        │ {l}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    for message in talk["messages"].as_array().into_iter().flatten() {
+        writeln!(out, "      {}:", message["role"].as_str().unwrap_or("?"))?;
+        writeln!(out, "{}", indent(message["content"].as_str().unwrap_or_default()))?;
+    }
+    for answer in talk["answers"].as_array().into_iter().flatten() {
+        match answer["answer"].as_str() {
+            Some(text) => {
+                writeln!(out, "      answer:")?;
+                writeln!(out, "{}", indent(text))?;
+            }
+            None => writeln!(out, "      failed: {}", answer["error"].as_str().unwrap_or("?"))?,
+        }
+    }
+    Ok(())
+}
+
 fn wanted(record: &Record, ggs_only: bool) -> bool {
     !ggs_only || matches!(record.event, Event::GgsDecided { .. })
 }
@@ -244,6 +301,19 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
         ));
     }
     let mut out = std::io::stdout().lock();
+    if args.llm {
+        let folder = ctx
+            .state
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let mut shown = std::collections::HashSet::new();
+        for record in &contents.records {
+            conversation(&mut out, record, ctx, folder, &mut shown)
+                .map_err(|e| CliError::new(format!("cannot write: {e}")))?;
+        }
+        return Ok(EXIT_OK);
+    }
     for record in &contents.records {
         print(&mut out, record, ctx, args.ggs).map_err(|e| CliError::new(format!("cannot write: {e}")))?;
     }

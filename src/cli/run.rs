@@ -298,7 +298,10 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(std::path::Path::new("."));
         let workspace = std::path::absolute(folder).unwrap_or_else(|_| folder.to_path_buf());
-        roles.planner = Arc::new(aot::planner::llm::LlmPlanner::new(client, workspace, options.yes));
+        let kept = store::Paths::new(&ctx.state).aot_dir.join("llm");
+        roles.planner = Arc::new(
+            aot::planner::llm::LlmPlanner::new(client, workspace.clone(), options.yes).keeping(kept, &workspace),
+        );
     }
     options.memory = Some(ctx.memory_path());
     // For tests: the Dreamer's period in milliseconds (default 5 minutes).

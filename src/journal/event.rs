@@ -298,6 +298,9 @@ pub enum Event {
         atom: Option<AtomId>,
         /// US dollars, when the model has a price.
         cost: Option<f64>,
+        /// Where the call's prompt and answer are kept (for `aot log --llm`),
+        /// relative to the state file's folder.
+        kept: Option<String>,
     },
     /// A run ended.
     RunStopped {

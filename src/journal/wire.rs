@@ -236,6 +236,8 @@ pub enum WireEvent {
         atom: Option<AtomId>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cost: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kept: Option<String>,
     },
     RunStopped {
         stop: StopRecord,
@@ -699,6 +701,7 @@ impl From<Event> for WireEvent {
                 error,
                 atom,
                 cost,
+                kept,
             } => W::LlmCalled {
                 role,
                 model,
@@ -710,6 +713,7 @@ impl From<Event> for WireEvent {
                 error,
                 atom,
                 cost,
+                kept,
             },
             Event::RunStopped { stop } => W::RunStopped { stop },
         }
@@ -876,6 +880,7 @@ fn event_from(event: WireEvent, v: u32) -> Event {
             error,
             atom,
             cost,
+            kept,
         } => Event::LlmCalled {
             role,
             model,
@@ -887,6 +892,7 @@ fn event_from(event: WireEvent, v: u32) -> Event {
             error,
             atom,
             cost,
+            kept,
         },
         W::RunStopped { stop } => Event::RunStopped { stop },
     }

@@ -28,6 +28,10 @@ pub struct LlmPlanner {
     client: Client,
     workspace: PathBuf,
     confirmed: bool,
+    /// Where each conversation is kept (`.aot/llm/`), if anywhere.
+    kept: Option<PathBuf>,
+    kept_base: PathBuf,
+    counter: std::sync::atomic::AtomicU64,
 }
 
 impl LlmPlanner {
@@ -38,10 +42,54 @@ impl LlmPlanner {
             client,
             workspace,
             confirmed,
+            kept: None,
+            kept_base: PathBuf::new(),
+            counter: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
-    fn called(&self, call: &Result<Reply, CallError>, atom: Option<&AtomId>, state: &StateFile) -> Event {
+    /// Keeps each conversation (prompt, answers, repair re-asks) as a JSON
+    /// file in `folder` (the state file's `.aot/llm/`), named in `llm_called`
+    /// relative to `base` (the state file's folder).
+    pub fn keeping(mut self, folder: PathBuf, base: &std::path::Path) -> Self {
+        self.kept = Some(folder.clone());
+        self.kept_base = base.to_path_buf();
+        self
+    }
+
+    /// Writes one conversation; returns its path as journaled (`None`: not kept).
+    async fn keep(
+        &self,
+        at: crate::model::time::Timestamp,
+        messages: &[Message],
+        calls: &[Result<Reply, CallError>],
+    ) -> Option<String> {
+        let folder = self.kept.as_ref()?;
+        let n = self.counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let path = folder.join(format!("{}-{}-{n}.json", at.as_millis(), std::process::id()));
+        let answers: Vec<serde_json::Value> = calls
+            .iter()
+            .map(|c| match c {
+                Ok(reply) => serde_json::json!({"model": reply.model, "answer": reply.content}),
+                Err(e) => serde_json::json!({"error": e.message}),
+            })
+            .collect();
+        let body = serde_json::json!({"role": Role::Planner.name(), "messages": messages, "answers": answers});
+        tokio::fs::create_dir_all(folder).await.ok()?;
+        tokio::fs::write(&path, serde_json::to_vec_pretty(&body).ok()?)
+            .await
+            .ok()?;
+        let shown = path.strip_prefix(&self.kept_base).unwrap_or(&path);
+        Some(shown.display().to_string())
+    }
+
+    fn called(
+        &self,
+        call: &Result<Reply, CallError>,
+        atom: Option<&AtomId>,
+        state: &StateFile,
+        kept: Option<String>,
+    ) -> Event {
         let price = |model: &str| {
             state
                 .llm
@@ -65,6 +113,7 @@ impl LlmPlanner {
                 error: None,
                 atom: atom.cloned(),
                 cost: price(&reply.model).map(|p| p.cost(reply.usage.prompt, reply.usage.completion)),
+                kept,
             },
             Err(e) => Event::LlmCalled {
                 role: Role::Planner.name().into(),
@@ -77,6 +126,7 @@ impl LlmPlanner {
                 error: Some(e.message.clone()),
                 atom: atom.cloned(),
                 cost: price(&self.client.endpoint().model).map(|p| p.cost(e.usage.prompt, e.usage.completion)),
+                kept,
             },
         }
     }
@@ -197,8 +247,9 @@ impl Planner for LlmPlanner {
                     .client
                     .json::<Proposal>(Role::Planner, &messages, PLAN_MAX_TOKENS)
                     .await;
+                let kept = self.keep(request.at, &messages, &calls).await;
                 for call in &calls {
-                    let event = self.called(call, answers.as_ref(), &board);
+                    let event = self.called(call, answers.as_ref(), &board, kept.clone());
                     spent = folded(&spent, std::slice::from_ref(&event), request.at);
                     events.push(event);
                 }

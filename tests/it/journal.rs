@@ -235,6 +235,7 @@ fn one_of_each() -> Vec<Event> {
             error: None,
             atom: Some("fix".into()),
             cost: Some(0.0054),
+            kept: Some(".aot/llm/1767225600000-1.json".into()),
         },
     ];
     for event in &events {

@@ -31,6 +31,20 @@ fn start(env: &TestEnv, server: &FakeLlm, extra: &[&str]) -> Run {
     )
 }
 
+/// Every file under `dir` (the state, journal, memory, kept conversations).
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
 fn read(env: &TestEnv, name: &str) -> String {
     std::fs::read_to_string(env.path(name)).unwrap_or_default()
 }
@@ -102,14 +116,28 @@ fn a_replan_after_exhaustion_runs_and_completes() {
         "{journal}"
     );
     assert_eq!(env.aot(&["replay", "--check"]).code, 0, "replayable");
+    let calls = env.aot(&["log", "--llm"]);
+    assert_eq!(calls.code, 0, "{}", calls.transcript());
+    assert!(calls.stdout.contains("☁ planner → fake-model"), "{}", calls.stdout);
+    assert!(
+        calls.stdout.contains("GGS's directive"),
+        "the prompt is kept: {}",
+        calls.stdout
+    );
+    assert!(
+        calls.stdout.contains(r#""run": "touch done""#),
+        "the answer is kept: {}",
+        calls.stdout
+    );
     let log = env.aot(&["log"]);
     assert!(
         log.stdout.contains("planner (change_approach)") || log.stdout.contains("✎ planner"),
         "{}",
         log.stdout
     );
-    for file in ["aot.yaml", "aot.yaml.journal.jsonl"] {
-        assert!(!read(&env, file).contains(KEY), "{file} holds the key");
+    for file in walk(env.dir.path()) {
+        let text = String::from_utf8_lossy(&std::fs::read(&file).unwrap_or_default()).into_owned();
+        assert!(!text.contains(KEY), "{} holds the key", file.display());
     }
     assert!(!run.stdout.contains(KEY) && !run.stderr.contains(KEY));
 }
