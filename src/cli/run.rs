@@ -317,6 +317,16 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
     }
     let mut store = Store::new(&ctx.state, clock.clone());
     let _runner = store::acquire_runner(store.paths(), std::process::id())?;
+    // A killed run's workers may still run and write; stop them before
+    // anything reads or restores the tree.
+    let absolute = std::path::absolute(&ctx.state).unwrap_or_else(|_| ctx.state.clone());
+    let orphans = aot::workers::command::reap_orphans(&absolute);
+    if orphans > 0 {
+        warn(&format!(
+            "stopped {orphans} process{} a killed run of this file had left running",
+            if orphans == 1 { "" } else { "es" }
+        ));
+    }
     let (state, notices) = store.open()?;
     for notice in notices {
         match notice {

@@ -408,6 +408,7 @@ impl<'a> Engine<'a> {
     }
 
     /// Undoes what abandoned branches landed, the latest landing first.
+    /// (See [`owed_undos`] for the undos a start owes.)
     async fn undo_abandoned(&mut self) -> Result<(), EngineError> {
         let Some(workspace) = self.roles.workspace.clone() else {
             self.to_undo.clear();
@@ -499,6 +500,13 @@ impl<'a> Engine<'a> {
         let mut seen = std::collections::HashSet::new();
         landed.retain(|(_, _, changes)| seen.insert(changes.after.clone()));
         self.landed = landed.into_iter().map(|(_, atom, changes)| (atom, changes)).collect();
+        // A branch given up while no loop ran (`aot redirect --choose`), or
+        // by a run killed before its undo: what it landed is undone now.
+        let journal = self.store.paths().journal.clone();
+        if let Ok(contents) = off_the_loop(|| crate::journal::read(&journal)) {
+            self.to_undo = owed_undos(&contents.records);
+            self.undo_abandoned().await?;
+        }
         Ok(())
     }
 
@@ -703,6 +711,37 @@ fn off_the_loop<R>(f: impl FnOnce() -> R) -> R {
         Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
         _ => f(),
     }
+}
+
+/// The landings a journal says are owed an undo, in landing order: landed
+/// (`changes_landed`), then given up by a backtrack (as its `from` or in its
+/// `reset`), and not undone since (`changes_undone` of that atom). A reset or
+/// an overridden binding keeps the files, as a running loop does. A snapshot
+/// or compaction starts over: what came before it is not known.
+pub fn owed_undos(records: &[Record]) -> Vec<(AtomId, crate::model::Changes)> {
+    let mut landed: Vec<(AtomId, crate::model::Changes)> = Vec::new();
+    let mut owed: Vec<(AtomId, crate::model::Changes)> = Vec::new();
+    for record in records {
+        match &record.event {
+            Event::Snapshot { .. } | Event::Compacted { .. } => {
+                landed.clear();
+                owed.clear();
+            }
+            Event::ChangesLanded { atom, changes, .. } => landed.push((atom.clone(), changes.clone())),
+            Event::AtomsReset { atoms } => landed.retain(|(a, _)| !atoms.contains(a)),
+            Event::BindingOverridden { atom, .. } => landed.retain(|(a, _)| a != atom),
+            Event::Backtracked { from, reset, .. } => {
+                let (given_up, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut landed)
+                    .into_iter()
+                    .partition(|(a, _)| a == from || reset.contains(a));
+                landed = kept;
+                owed.extend(given_up);
+            }
+            Event::ChangesUndone { atom, .. } => owed.retain(|(a, _)| a != atom),
+            _ => {}
+        }
+    }
+    owed
 }
 
 #[cfg(test)]

@@ -587,12 +587,46 @@ impl WorkGraph {
         }
         let mut events = match self.chosen[g.index()] {
             Some(from) if from == to => return Some(Vec::new()),
-            Some(from) => vec![Event::Backtracked {
-                group: group.into(),
-                from: self.id(from).into(),
-                to: alt.into(),
-                reset: self.switch_plan(g, from, to, &HashSet::new()).reset,
-            }],
+            Some(from) => {
+                let mut events = vec![Event::Backtracked {
+                    group: group.into(),
+                    from: self.id(from).into(),
+                    to: alt.into(),
+                    reset: self.switch_plan(g, from, to, &HashSet::new()).reset,
+                }];
+                // What was built on the old choice is stale: the group's own
+                // binding (it was solved through `from`) and the work above
+                // it. It waits for the new alternative again.
+                let stale: Vec<NodeIndex> = self
+                    .above(g)
+                    .into_iter()
+                    .filter(|&u| {
+                        if u == g {
+                            self.status[u.index()] != AtomStatus::Pending
+                        } else {
+                            self.sel[u.index()] > 0
+                                && (self.status[u.index()] != AtomStatus::Pending || self.attempts[u.index()] > 0)
+                        }
+                    })
+                    .collect();
+                if !stale.is_empty() {
+                    events.push(Event::AtomsReset {
+                        atoms: stale.iter().map(|&v| AtomId::from(self.id(v))).collect(),
+                    });
+                    for &v in &stale {
+                        let kept = if v == g { Some(to) } else { self.chosen[v.index()] };
+                        if let Some(c) = kept.filter(|_| self.is_or[v.index()]) {
+                            events.push(Event::OrChosen {
+                                group: self.id(v).into(),
+                                chosen: self.id(c).into(),
+                                remaining: Vec::new(),
+                                reason: format!("kept: `{alt}` chosen at `{group}` by the user"),
+                            });
+                        }
+                    }
+                }
+                events
+            }
             None => vec![Event::OrChosen {
                 group: group.into(),
                 chosen: alt.into(),

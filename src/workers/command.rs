@@ -302,6 +302,66 @@ pub fn kill_all() {
     }
 }
 
+/// Stops what a killed run left running for the state file `state`: every
+/// process whose environment says `AOT_STATE=<state>`, with its process
+/// group. Called by a new runner, which holds the runner lock, so no live
+/// run of this file owns such a process: it is a killed run's worker (or
+/// its child), and left alone it would go on writing into the tree the new
+/// run restores. Waits (at most 2 s) until they are gone. Returns how many
+/// processes there were. Linux (`/proc`); elsewhere nothing is found.
+pub fn reap_orphans(state: &std::path::Path) -> usize {
+    let wanted = format!("AOT_STATE={}", state.display());
+    let me = std::process::id();
+    let mut found: Vec<(i32, i32)> = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        if pid as u32 == me {
+            continue;
+        }
+        // Another user's process, or one gone meanwhile: not ours.
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if !environ.split(|b| *b == 0).any(|var| var == wanted.as_bytes()) {
+            continue;
+        }
+        let group = std::fs::read_to_string(entry.path().join("stat"))
+            .ok()
+            .and_then(|stat| {
+                // After the command name in parentheses: state, ppid, pgrp.
+                let rest = &stat[stat.rfind(')')? + 1..];
+                rest.split_whitespace().nth(2)?.parse::<i32>().ok()
+            })
+            .unwrap_or(pid);
+        found.push((pid, group));
+    }
+    for &(pid, group) in &found {
+        if group > 1 && group as u32 != me {
+            let _ = killpg(Pid::from_raw(group), Signal::SIGKILL);
+        }
+        let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+    // SIGKILL is delivered asynchronously; the tree is restored only once
+    // they cannot write any more.
+    let deadline = Instant::now() + std::time::Duration::from_secs(2);
+    while Instant::now() < deadline
+        && found.iter().any(|&(pid, _)| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                stat.rfind(')')
+                    .is_some_and(|at| !stat[at + 1..].trim_start().starts_with('Z'))
+            })
+        })
+    {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    found.len()
+}
+
 fn kill_group(pid: Option<u32>) {
     if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
         // The group may already be gone; nothing else to do then.

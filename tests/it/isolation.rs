@@ -730,3 +730,94 @@ fn a_run_without_isolation_after_a_kill_keeps_its_work_from_a_later_isolated_sta
     assert_eq!(repo.read("b.txt").as_deref(), Some("partial\n"));
     assert!(repo.read("done.txt").is_some());
 }
+
+#[test]
+fn a_killed_runs_worker_still_running_is_stopped_before_the_next_start_restores_the_tree() {
+    let repo = Repo::new();
+    let second = repo.mark("second");
+    let go = repo.mark("go");
+    let pid_file = repo.mark("orphan.pid");
+    repo.plan(
+        "max_retries: 0",
+        &format!(
+            "    b:\n      run: 'if [ -e {second} ]; then touch done.txt; else echo partial > b.txt; echo $$ > {pid}; touch {started}; until [ -e {go} ]; do sleep 0.05; done; echo orphan >> a.txt; fi'\n",
+            second = second.display(),
+            pid = pid_file.display(),
+            started = repo.mark("b.started").display(),
+            go = go.display(),
+        ),
+    );
+    // Only aot is killed: its worker goes on, waiting to write.
+    let mut child = aot_command(repo.dir())
+        .arg("start")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start aot");
+    wait_until(repo.marks.path(), "the worker runs", || repo.mark("b.started").exists());
+    child.kill().expect("SIGKILL aot");
+    let _ = child.wait();
+    let orphan = std::fs::read_to_string(&pid_file).unwrap().trim().to_string();
+    assert!(
+        Path::new(&format!("/proc/{orphan}")).exists(),
+        "the worker outlived aot"
+    );
+    std::fs::write(&second, "").unwrap();
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, repo.journal());
+    assert!(
+        run.stderr.contains("a killed run of this file had left running"),
+        "{}",
+        run.stderr
+    );
+    let alive = std::fs::read_to_string(format!("/proc/{orphan}/stat"))
+        .is_ok_and(|stat| !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'));
+    assert!(!alive, "the killed run's worker is gone");
+    std::fs::write(&go, "").unwrap();
+    assert_eq!(
+        repo.read("a.txt").as_deref(),
+        Some("one\ntwo\nthree\n"),
+        "it wrote nothing"
+    );
+    assert_eq!(repo.read("b.txt"), None, "its edit was put back");
+}
+
+#[test]
+fn choosing_another_alternative_between_runs_undoes_the_old_one_and_its_dependents_wait() {
+    let repo = Repo::new();
+    repo.plan(
+        "max_retries: 0",
+        "    fix:\n      or: [pa, pb]\n    pa:\n      run: 'echo wrong > a.txt'\n    pb:\n      run: 'echo right > a.txt'\n    tests:\n      deps: [fix]\n      run: 'grep -q right a.txt && touch done.txt'\n",
+    );
+    // One iteration: `pa` lands, the base case is unmet, the run pauses.
+    let step = repo.env.aot(&["step"]);
+    assert_eq!(step.code, 0, "{}\n{}", step.stderr, repo.journal());
+    assert_eq!(repo.read("a.txt").as_deref(), Some("wrong\n"), "pa landed");
+    let choose = repo.env.aot(&["redirect", "--choose", "fix=pb"]);
+    assert_eq!(choose.code, 0, "{}", choose.transcript());
+    let state = aot::state::document::read(&repo.env.path("aot.yaml")).unwrap().state;
+    assert_eq!(
+        state.graph.atoms["fix"].status,
+        aot::state::AtomStatus::Pending,
+        "the group's old binding came from pa: it waits for pb"
+    );
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, repo.journal());
+    assert_eq!(repo.read("a.txt").as_deref(), Some("right\n"));
+    let journal = repo.journal();
+    assert!(
+        journal.contains(r#""type":"changes_undone","atom":"pa""#),
+        "what pa landed was undone: {journal}"
+    );
+    let lines: Vec<&str> = journal.lines().collect();
+    let solved_pb = lines
+        .iter()
+        .position(|l| l.contains(r#""type":"atom_solved","atom":"pb""#))
+        .unwrap_or_else(|| panic!("pb solved: {journal}"));
+    let last_tests_start = lines
+        .iter()
+        .rposition(|l| l.contains(r#""type":"atom_started","atom":"tests""#))
+        .unwrap_or_else(|| panic!("tests started: {journal}"));
+    assert!(solved_pb < last_tests_start, "tests ran after pb was solved: {journal}");
+    repo.assert_clean_after_run();
+}
