@@ -120,17 +120,24 @@ pub fn plan(request: &PlanRequest<'_>) -> Plan {
         }
         to_recover = rest;
     }
-    for (atom, class) in to_recover {
-        if board.graph.status(&atom) != Some(AtomStatus::Failed) || !board.graph.is_selected(&atom) {
+    for (failed, class) in to_recover {
+        if board.graph.status(&failed) != Some(AtomStatus::Failed) || !board.graph.is_selected(&failed) {
             continue;
         }
         let steer = board.steer(directed);
-        let recovery = board.graph.recover(&atom, class, &steer, &board.state.bindings);
+        let recovery = board.graph.recover(&failed, class, &steer, &board.state.bindings);
         drop(steer);
         match recovery {
             Recovery::Backtrack { events } => board.apply(events),
             Recovery::Exhausted { atom, tried, events } => {
                 board.apply(events);
+                // No OR atom above the failure has a way left; one it
+                // depends on may: its choice made what the failed atom worked
+                // on (tests after a patch). The latest such choice switches,
+                // and the work built on it runs again.
+                if switch_below(&mut board, &failed, directed) {
+                    continue;
+                }
                 let failure = board.state.failure_line(&atom);
                 let message = if tried.is_empty() {
                     format!("{failure}; no OR atom above it has an alternative left")
@@ -194,6 +201,43 @@ fn revise_choices(board: &mut Board<'_>) {
     for group in stale {
         board.switch_choice(&group, None);
     }
+}
+
+/// Switches the most recent OR choice among `atom`'s dependencies (direct or
+/// not, through chosen alternatives) that has an alternative the directive
+/// allows; false when none has.
+fn switch_below(board: &mut Board<'_>, atom: &str, directed: Option<(MacroState, &[String])>) -> bool {
+    let atoms = &board.state.graph.atoms;
+    let mut below: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let mut stack: Vec<&str> = atoms
+        .get(atom)
+        .map(|a| a.deps.iter().map(|d| d.as_str()).collect())
+        .unwrap_or_default();
+    while let Some(id) = stack.pop() {
+        if !below.insert(id) {
+            continue;
+        }
+        if let Some(a) = atoms.get(id) {
+            stack.extend(a.deps.iter().map(|d| d.as_str()));
+            stack.extend(a.chosen.iter().map(|c| c.as_str()));
+        }
+    }
+    let mut groups: Vec<AtomId> = Vec::new();
+    for entry in board.state.trail.iter().rev() {
+        let group = match entry {
+            TrailEntry::OrChoice { group, .. } | TrailEntry::Backtrack { group, .. } => group,
+            _ => continue,
+        };
+        if below.contains(group.as_str()) && !groups.contains(group) {
+            groups.push(group.clone());
+        }
+    }
+    for group in groups {
+        if board.graph.is_selected(&group) && board.switch_choice(&group, directed) {
+            return true;
+        }
+    }
+    false
 }
 
 /// With every atom solved and the base case failing, switches the most recent

@@ -821,3 +821,22 @@ fn choosing_another_alternative_between_runs_undoes_the_old_one_and_its_dependen
     assert!(solved_pb < last_tests_start, "tests ran after pb was solved: {journal}");
     repo.assert_clean_after_run();
 }
+
+#[test]
+fn a_failing_test_after_an_or_atom_switches_its_choice_and_undoes_the_old_patch() {
+    let repo = Repo::new();
+    repo.plan(
+        "max_retries: 0",
+        "    fix:\n      or: [pa, pb]\n    pa:\n      run: 'echo wrong > a.txt'\n    pb:\n      run: 'echo right > a.txt'\n    tests:\n      deps: [fix]\n      run: 'grep -q right a.txt && touch done.txt'\n",
+    );
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, repo.journal());
+    assert_eq!(repo.read("a.txt").as_deref(), Some("right\n"));
+    let journal = repo.journal();
+    assert!(
+        journal.contains(r#""type":"backtracked","group":"fix","from":"pa","to":"pb""#),
+        "{journal}"
+    );
+    assert!(journal.contains(r#""type":"changes_undone","atom":"pa""#), "{journal}");
+    repo.assert_clean_after_run();
+}
