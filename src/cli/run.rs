@@ -343,6 +343,10 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
                 fields.join(", ")
             )),
             Notice::JournalStarted => {}
+            Notice::JournalRestarted { revision } => warn(&format!(
+                "{} had no journal beside it (its record is at revision {revision}): a new journal starts from what the file says",
+                ctx.label()
+            )),
         }
     }
     for warning in aot::state::validate::warnings(&state) {

@@ -15,13 +15,29 @@ pub fn headline(message: &str) -> String {
     if rest.is_empty() {
         return first.to_string();
     }
+    // A test runner's line naming the failed test says most; then the first
+    // error line that is not a banner (`===== FAILURES =====`).
+    let names_test = |l: &&&str| {
+        let t = l.trim_start();
+        t.starts_with("FAILED ") || t.starts_with("--- FAIL") || t.ends_with("... FAILED") || t.ends_with(" ... FAILED")
+    };
     let key = rest
         .iter()
-        .find(|l| carries_error(l))
+        .find(names_test)
+        .or_else(|| rest.iter().find(|l| carries_error(l) && !is_banner(l)))
+        .or_else(|| rest.iter().find(|l| carries_error(l)))
         .or(rest.last())
         .copied()
         .unwrap_or("");
     format!("{} {}", first.trim_end(), key.trim())
+}
+
+/// Whether a line is decoration around a word or two (`===== FAILURES =====`,
+/// `____ test_b ____`): mostly `=`, `-`, `_`, `*` or `#`.
+fn is_banner(line: &str) -> bool {
+    let t = line.trim();
+    let decoration = t.chars().filter(|c| matches!(c, '=' | '-' | '_' | '*' | '#')).count();
+    t.starts_with(['=', '-', '_', '*', '#']) && decoration * 2 >= t.chars().count()
 }
 
 /// The last `n` non-empty lines of `output`, joined by line breaks.
@@ -190,6 +206,16 @@ pub fn evidence(output: &str, budget: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_headline_names_the_failed_test_rather_than_a_banner() {
+        let pytest = "exit 1:\n============ FAILURES ============\n____ test_b ____\nE   AssertionError: assert 1 == 2\n==== short test summary info ====\nFAILED test_six.py::test_b - AssertionError: assert 1 == 2\n==== 1 failed, 200 passed in 1.2s ====";
+        assert_eq!(headline(pytest), "exit 1: FAILED test_six.py::test_b - AssertionError: assert 1 == 2");
+        let cargo = "exit 101:\nrunning 3 tests\ntest a ... ok\ntest b ... FAILED\nfailures:";
+        assert_eq!(headline(cargo), "exit 101: test b ... FAILED");
+        let banner_then_error = "exit 1:\n===== ERRORS =====\nImportError: no module named x";
+        assert_eq!(headline(banner_then_error), "exit 1: ImportError: no module named x");
+    }
 
     #[test]
     fn tail_cuts_at_a_line_break_and_never_inside_a_character() {

@@ -175,6 +175,12 @@ pub enum Notice {
     EngineFieldsEdited(Vec<String>),
     /// The journal was started with a snapshot of the file.
     JournalStarted,
+    /// The file had a record (`status:` at this revision) but there was no
+    /// journal: a new one was started from the file.
+    JournalRestarted {
+        /// The file's revision.
+        revision: u64,
+    },
 }
 
 /// What a read-modify-write ([`Store::transact`]) did.
@@ -978,6 +984,15 @@ impl Store {
         let mut state = doc.state.clone();
         let revision = state.run.revision;
         let last = contents.last_seq();
+        if revision > last && last == 0 {
+            // No journal (never committed beside the file, or moved aside):
+            // a new one starts from what the file says.
+            notices.push(Notice::JournalRestarted { revision });
+            let mut events = vec![Event::snapshot(&state)];
+            self.append_and_apply(&mut state, std::mem::take(&mut events))?;
+            self.write(&state)?;
+            return Ok((state, notices));
+        }
         if revision > last {
             return Err(StoreError::JournalBehind {
                 state: self.paths.state.clone(),

@@ -450,3 +450,23 @@ fn a_hand_edit_raced_by_another_process_saving_is_taken_in_once() {
     }
     assert_replay_agrees(&path);
 }
+
+#[test]
+fn a_file_with_a_record_but_no_journal_starts_a_new_journal_from_it() {
+    // A state file committed to git without its journal, then cloned.
+    let env = TestEnv::new();
+    env.example("single.yaml");
+    assert_eq!(env.aot(&["--state", "single.yaml", "start"]).code, 0);
+    let done = std::fs::read_to_string(env.path("single.yaml")).unwrap();
+    assert!(done.contains("status:"), "{done}");
+    let clone = TestEnv::new();
+    clone.write("single.yaml", &done);
+    // The work's output was committed with it.
+    std::fs::create_dir_all(clone.path("out")).unwrap();
+    std::fs::copy(env.path("out/hello.txt"), clone.path("out/hello.txt")).unwrap();
+    let run = clone.aot(&["--state", "single.yaml", "start"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    assert!(run.stderr.contains("had no journal beside it"), "{}", run.stderr);
+    assert_eq!(clone.aot(&["--state", "single.yaml", "replay", "--check"]).code, 0);
+    assert_eq!(clone.aot(&["--state", "single.yaml", "status"]).code, 0);
+}
