@@ -210,7 +210,10 @@ mod tests {
     #[test]
     fn a_headline_names_the_failed_test_rather_than_a_banner() {
         let pytest = "exit 1:\n============ FAILURES ============\n____ test_b ____\nE   AssertionError: assert 1 == 2\n==== short test summary info ====\nFAILED test_six.py::test_b - AssertionError: assert 1 == 2\n==== 1 failed, 200 passed in 1.2s ====";
-        assert_eq!(headline(pytest), "exit 1: FAILED test_six.py::test_b - AssertionError: assert 1 == 2");
+        assert_eq!(
+            headline(pytest),
+            "exit 1: FAILED test_six.py::test_b - AssertionError: assert 1 == 2"
+        );
         let cargo = "exit 101:\nrunning 3 tests\ntest a ... ok\ntest b ... FAILED\nfailures:";
         assert_eq!(headline(cargo), "exit 101: test b ... FAILED");
         let banner_then_error = "exit 1:\n===== ERRORS =====\nImportError: no module named x";

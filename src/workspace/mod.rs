@@ -640,6 +640,9 @@ impl GitWorkspace {
             }
         }
         sweep_scratch(&self.git.scratch).await;
+        // Nothing kept (no `--keep-failed` tree, no refs for a recovery):
+        // leave no empty folder behind. Fails, harmlessly, when not empty.
+        let _ = tokio::fs::remove_dir(&self.git.scratch).await;
     }
 }
 

@@ -119,6 +119,10 @@ impl Repo {
         );
         assert_eq!(self.git(&["for-each-ref", "refs/aot"]), "", "stray refs");
         assert_eq!(self.git(&["stash", "list"]), "");
+        let scratch: Vec<_> = std::fs::read_dir(self.dir().join(".git/aot"))
+            .map(|d| d.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert!(scratch.is_empty(), "aot's folders left in .git/aot: {scratch:?}");
     }
 }
 
