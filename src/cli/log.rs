@@ -169,16 +169,25 @@ pub fn describe(record: &Record, verbose: bool) -> Option<String> {
             answers,
             added,
             rationale,
+            gates,
             ..
         } => format!(
-            "  ✎ planner ({}): {} for {}: {}",
+            "  ✎ planner ({}): {} for {}: {}{}",
             directive.as_str(),
             added.join(", "),
             answers
                 .as_deref()
                 .map_or("the base case".to_string(), |a| format!("`{a}`")),
-            first_line(rationale)
+            first_line(rationale),
+            if gates.is_empty() {
+                String::new()
+            } else {
+                format!(" (with --yes: {})", gates.join("; "))
+            }
         ),
+        Event::PlanRefused { replan, reasons } => {
+            format!("  ✗ planner's plan for replan {replan} refused: {}", reasons.join("; "))
+        }
         Event::LlmCalled {
             role,
             model,

@@ -182,6 +182,39 @@ impl Observer for Printer {
     }
 }
 
+/// Every Law 1 gate of this run, from the journal since its start: the
+/// destructive commands in a planner's plans that ran because `--yes`
+/// confirmed them, and the plans refused for holding one ("" when none).
+fn gates(state_path: &std::path::Path) -> String {
+    let journal = store::Paths::new(state_path).journal;
+    let Ok(contents) = aot::journal::read(&journal) else {
+        return String::new();
+    };
+    let start = contents
+        .records
+        .iter()
+        .rposition(|r| matches!(r.event, aot::journal::event::Event::RunStarted { .. }))
+        .unwrap_or(0);
+    let mut lines = Vec::new();
+    for record in &contents.records[start..] {
+        match &record.event {
+            aot::journal::event::Event::Replanned { gates, .. } => {
+                lines.extend(gates.iter().map(|g| format!("ran with --yes: {g}")));
+            }
+            aot::journal::event::Event::PlanRefused { reasons, .. } => {
+                lines.extend(
+                    reasons
+                        .iter()
+                        .filter(|r| r.contains("Law 1"))
+                        .map(|r| format!("refused: {r}")),
+                );
+            }
+            _ => {}
+        }
+    }
+    lines.iter().map(|l| format!("  law 1       {l}\n")).collect()
+}
+
 fn summary(state: &StateFile, ended: &Ended, elapsed: std::time::Duration) -> String {
     let count = |s: AtomStatus| state.graph.atoms.values().filter(|a| a.status == s).count();
     let mut out = String::new();
@@ -390,11 +423,17 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
     let ended = result.map_err(|e| CliError::new(e.to_string()))?;
     let (final_state, _) = store.open()?;
     if !json {
-        out!("{}", summary(&final_state, &ended, started.elapsed()));
+        out!(
+            "{}",
+            summary(&final_state, &ended, started.elapsed()) + &gates(&ctx.state)
+        );
     } else if !ctx.json {
         // Records go to a pipe or a file: the person who started the run
         // still reads how it ended, on stderr.
-        errln!("{}", summary(&final_state, &ended, started.elapsed()));
+        errln!(
+            "{}",
+            summary(&final_state, &ended, started.elapsed()) + &gates(&ctx.state)
+        );
     }
     Ok(match ended {
         Ended::Stopped(stop) => stop.reason.exit_code(),

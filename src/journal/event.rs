@@ -275,6 +275,15 @@ pub enum Event {
         group: Option<AtomId>,
         /// The planner's reason.
         rationale: String,
+        /// Destructive commands in the plan that run because `--yes` confirmed them (Law 1).
+        gates: Vec<String>,
+    },
+    /// A planner's plan was refused in code and never ran.
+    PlanRefused {
+        /// The replan it was for.
+        replan: u32,
+        /// Every reason (blocked labels, Law 1 gates, graph problems).
+        reasons: Vec<String>,
     },
     /// A call to a model was made (or failed).
     LlmCalled {
@@ -343,6 +352,7 @@ impl Event {
             Event::ChangesUndone { .. } => "changes_undone",
             Event::WorkspaceRecovered { .. } => "workspace_recovered",
             Event::Replanned { .. } => "replanned",
+            Event::PlanRefused { .. } => "plan_refused",
             Event::LlmCalled { .. } => "llm_called",
             Event::RunStopped { .. } => "run_stopped",
         }

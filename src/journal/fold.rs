@@ -208,7 +208,8 @@ pub fn effects(record: &Record) -> Vec<Effect<'_>> {
         | Event::ChangesDiscarded { .. }
         | Event::ChangesUndone { .. }
         | Event::WorkspaceRecovered { .. }
-        | Event::Replanned { .. } => Vec::new(),
+        | Event::Replanned { .. }
+        | Event::PlanRefused { .. } => Vec::new(),
         Event::LlmCalled {
             role,
             atom,

@@ -33,8 +33,9 @@
 //!   attempt changed and was discarded (`discarded`); a binding may carry its
 //!   `changes`; the criterion `merge`.
 //! - **7**: the LLM planner: `replanned` (atoms a planner added after a GGS
-//!   decision) and `llm_called` (each call to a model, with its tokens and
-//!   cost); `user_edited` may carry the `llm:` section.
+//!   decision, with the destructive commands `--yes` let run), `plan_refused`
+//!   (a planner's plan refused in code) and `llm_called` (each call to a
+//!   model, with its tokens and cost); `user_edited` may carry the `llm:` section.
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
@@ -220,6 +221,12 @@ pub enum WireEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         group: Option<AtomId>,
         rationale: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        gates: Vec<String>,
+    },
+    PlanRefused {
+        replan: u32,
+        reasons: Vec<String>,
     },
     LlmCalled {
         role: String,
@@ -682,6 +689,7 @@ impl From<Event> for WireEvent {
                 added,
                 group,
                 rationale,
+                gates,
             } => W::Replanned {
                 replan,
                 directive,
@@ -689,7 +697,9 @@ impl From<Event> for WireEvent {
                 added,
                 group,
                 rationale,
+                gates,
             },
+            Event::PlanRefused { replan, reasons } => W::PlanRefused { replan, reasons },
             Event::LlmCalled {
                 role,
                 model,
@@ -861,6 +871,7 @@ fn event_from(event: WireEvent, v: u32) -> Event {
             added,
             group,
             rationale,
+            gates,
         } => Event::Replanned {
             replan,
             directive,
@@ -868,7 +879,9 @@ fn event_from(event: WireEvent, v: u32) -> Event {
             added,
             group,
             rationale,
+            gates,
         },
+        W::PlanRefused { replan, reasons } => Event::PlanRefused { replan, reasons },
         W::LlmCalled {
             role,
             model,

@@ -132,7 +132,13 @@ impl LlmPlanner {
     }
 
     /// Checks a grafted plan's new atoms under the decision's rules.
-    fn refusals(&self, grafted: &replan::Grafted, directive: MacroState) -> Vec<String> {
+    fn refusals(
+        &self,
+        grafted: &replan::Grafted,
+        directive: MacroState,
+        avoided: &[(String, String)],
+        answers_target: Option<&str>,
+    ) -> plan_check::Verdict {
         let state = &grafted.state;
         let atoms = grafted
             .added
@@ -155,10 +161,12 @@ impl LlmPlanner {
             blocked_tools: &state.run.ggs.blocked_tools,
             blocked_targets: &state.run.ggs.blocked_targets,
             tried: (directive == MacroState::BreakSymmetry).then_some(&tried),
+            avoided,
+            answers_target,
             confirmed: self.confirmed,
             law: &law,
         };
-        plan_check::check(&atoms, &[], &rules).reasons
+        plan_check::check(&atoms, &[], &rules)
     }
 }
 
@@ -234,6 +242,10 @@ impl Planner for LlmPlanner {
                 return Plan::Exhausted { events, message };
             }
             let directive = request.decision.directive;
+            let avoided = request.recall.map(|r| r.avoided()).unwrap_or_default();
+            let answers_target = answers
+                .as_ref()
+                .and_then(|a| board.graph.atoms.get(a).map(|atom| crate::steer::target(a, atom)));
             let number = request.decision.replans + 1;
             let mut messages = replan::prompt(&request, &board, answers.as_ref());
             let mut refused: Vec<String> = Vec::new();
@@ -264,15 +276,27 @@ impl Planner for LlmPlanner {
                 };
                 let reasons = match replan::graft(&board, answers.as_ref(), &proposal, number, directive, request.at) {
                     Ok(grafted) => {
-                        let reasons = self.refusals(&grafted, directive);
-                        if reasons.is_empty() {
-                            events.extend(grafted.events);
+                        let verdict = self.refusals(&grafted, directive, &avoided, answers_target.as_deref());
+                        if verdict.passed() {
+                            let mut planned = grafted.events;
+                            if let Some(Event::Replanned { gates, .. }) = planned.first_mut() {
+                                *gates = verdict
+                                    .gates
+                                    .iter()
+                                    .map(|(place, gate)| format!("{place}: `{}` {}", gate.command, gate.why))
+                                    .collect();
+                            }
+                            events.extend(planned);
                             return Plan::Changes(events);
                         }
-                        reasons
+                        verdict.reasons
                     }
                     Err(reasons) => reasons,
                 };
+                events.push(Event::PlanRefused {
+                    replan: number,
+                    reasons: reasons.clone(),
+                });
                 refused = reasons;
                 if ask + 1 < ASKS {
                     let reply = calls

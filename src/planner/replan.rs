@@ -83,6 +83,14 @@ pub fn prompt(request: &PlanRequest<'_>, state: &StateFile, answers: Option<&Ato
                     .iter()
                     .map(|t| format!("- the target `{t}` (blocked by GGS)")),
             )
+            .chain(
+                request
+                    .recall
+                    .map(|r| r.avoided())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(tool, target)| format!("- `{tool}` on `{target}` (memory: avoid)")),
+            )
             .collect(),
     );
     let should_prefer = match decision.directive {
@@ -356,6 +364,7 @@ pub fn graft(
             added: added_ids.clone(),
             group: group.clone(),
             rationale: proposal.rationale.trim().to_string(),
+            gates: Vec::new(),
         },
         Event::user_edited(&edited),
     ]);

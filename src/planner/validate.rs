@@ -22,6 +22,11 @@ pub struct Rules<'a> {
     pub blocked_targets: &'a BTreeSet<String>,
     /// Under `break_symmetry`: the commands already tried, none of which may recur.
     pub tried: Option<&'a BTreeSet<String>>,
+    /// (tool, target) pairs memory says to avoid; an atom's target here is
+    /// its own and, for a replan, the failed atom's (`answers_target`).
+    pub avoided: &'a [(String, String)],
+    /// The target of the atom a replan answers, if any.
+    pub answers_target: Option<&'a str>,
     /// Whether destructive commands were confirmed (`--yes`, or a yes on a terminal).
     pub confirmed: bool,
     /// Where the work happens, and what exists there.
@@ -74,6 +79,16 @@ pub fn check(atoms: &IndexMap<AtomId, Atom>, extra: &[(&str, &str)], rules: &Rul
             verdict.reasons.push(format!(
                 "atom `{id}` works on the target `{target}`, which is blocked (MUST NOT)"
             ));
+        }
+        if let Some(tool) = atom.tool() {
+            let avoided = rules.avoided.iter().find(|(space, entity)| {
+                *space == tool && (*entity == target || rules.answers_target == Some(entity.as_str()))
+            });
+            if let Some((space, entity)) = avoided {
+                verdict.reasons.push(format!(
+                    "atom `{id}` uses `{space}` on `{entity}`, which memory says to avoid (MUST NOT)"
+                ));
+            }
         }
         for (field, command) in commands(atom) {
             if let Some(tried) = rules.tried
@@ -157,10 +172,13 @@ mod tests {
         let tools: BTreeSet<String> = blocked_tools.iter().map(|s| s.to_string()).collect();
         let targets: BTreeSet<String> = ["legacy".to_string()].into();
         let tried: Option<BTreeSet<String>> = tried.map(|t| t.iter().map(|s| s.to_string()).collect());
+        let avoided = [("curl".to_string(), "mirror".to_string())];
         let rules = Rules {
             blocked_tools: &tools,
             blocked_targets: &targets,
             tried: tried.as_ref(),
+            avoided: &avoided,
+            answers_target: Some("mirror"),
             confirmed,
             law: &law,
         };
@@ -195,6 +213,13 @@ mod tests {
             false,
         );
         assert_eq!(v.reasons.len(), 2, "{v:?}");
+    }
+
+    #[test]
+    fn a_tool_memory_says_to_avoid_on_the_failed_target_is_refused() {
+        let v = verdict("get: { run: 'curl -O https://x' }", &[], None, false);
+        assert!(v.reasons[0].contains("memory says to avoid"), "{v:?}");
+        assert!(verdict("get: { run: 'wget https://x' }", &[], None, false).passed());
     }
 
     #[test]

@@ -45,6 +45,20 @@ impl<'a> Recall<'a> {
     }
 }
 
+impl Recall<'_> {
+    /// The (tool, target) pairs memory says to avoid now (MUST NOT), in
+    /// memory's order.
+    pub fn avoided(&self) -> Vec<(String, String)> {
+        self.memory
+            .clusters()
+            .filter(|(_, megrams)| {
+                crate::memory::Potentials::of(megrams.iter().copied(), self.now).action() == Action::Avoid
+            })
+            .map(|((space, entity), _)| (space.to_string(), entity.to_string()))
+            .collect()
+    }
+}
+
 /// The ids of the Megrams a calibration used (those whose pair was not ignored).
 pub fn recalled(memory: &Memory, calibration: &Calibration) -> Vec<String> {
     calibration

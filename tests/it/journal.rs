@@ -223,6 +223,11 @@ fn one_of_each() -> Vec<Event> {
             added: vec!["r2-read".into(), "r2-patch".into()],
             group: Some("fix-or".into()),
             rationale: "the patches fail; edit the function directly".into(),
+            gates: vec!["atom `r2-patch` run: `rm -f a.py.orig` `rm` deletes files".into()],
+        },
+        Event::PlanRefused {
+            replan: 2,
+            reasons: vec!["atom `r2-w` uses the tool `sh`, which is blocked (MUST NOT)".into()],
         },
         Event::LlmCalled {
             role: "planner".into(),
@@ -270,6 +275,7 @@ fn one_of_each() -> Vec<Event> {
             | Event::ChangesUndone { .. }
             | Event::WorkspaceRecovered { .. }
             | Event::Replanned { .. }
+            | Event::PlanRefused { .. }
             | Event::LlmCalled { .. }
             | Event::RunStopped { .. } => {}
         }
@@ -358,7 +364,7 @@ fn golden_records_round_trip_byte_for_byte() {
 fn golden_records_before_v7() -> Vec<Record> {
     golden_records()
         .into_iter()
-        .filter(|r| !matches!(r.event.kind(), "replanned" | "llm_called"))
+        .filter(|r| !matches!(r.event.kind(), "replanned" | "plan_refused" | "llm_called"))
         .collect()
 }
 

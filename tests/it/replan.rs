@@ -184,6 +184,19 @@ fn a_destructive_plan_is_refused_without_yes_and_runs_with_it() {
         "{}",
         stop.message
     );
+    assert!(
+        run.stderr
+            .contains("law 1       refused: atom `r1-w` run: `rm -f junk`"),
+        "the summary lists each gate: {}",
+        run.stderr
+    );
+    assert_eq!(
+        read(&env, "aot.yaml.journal.jsonl")
+            .matches(r#""type":"plan_refused""#)
+            .count(),
+        3,
+        "each refusal recorded"
+    );
 
     let env = TestEnv::new();
     exhausting(&env);
@@ -191,6 +204,12 @@ fn a_destructive_plan_is_refused_without_yes_and_runs_with_it() {
     let server = FakeLlm::start(vec![destructive()]);
     let run = start(&env, &server, &["--yes"]);
     assert_eq!(run.code, 0, "{}", run.transcript());
+    assert!(
+        run.stderr
+            .contains("law 1       ran with --yes: atom `r1-w` run: `rm -f junk`"),
+        "{}",
+        run.stderr
+    );
     assert!(!env.path("junk").exists() && env.path("done").exists());
 }
 
