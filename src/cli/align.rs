@@ -305,7 +305,7 @@ fn draft(
                 tried: None,
                 avoided: &[],
                 answers_target: None,
-                confirmed: true,
+                confirmed: &|_| true,
                 law: &law,
             },
         );
@@ -326,7 +326,7 @@ fn draft(
                 tried: None,
                 avoided: &[],
                 answers_target: None,
-                confirmed,
+                confirmed: &|_| confirmed,
                 law: &law,
             },
         );

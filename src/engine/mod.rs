@@ -163,6 +163,9 @@ pub struct Engine<'a> {
     writer: Option<recall::MemoryWriter>,
     /// Caution answers of this run, by `space on entity`.
     cautions: HashMap<String, bool>,
+    /// The user's answers about destructive commands in a planner's plans
+    /// (Law 1), by command.
+    gate_answers: HashMap<String, bool>,
     /// MUST NOT and SHOULD PREFER from this run's calibrations (agent prompts).
     must_not: BTreeSet<String>,
     should_prefer: BTreeSet<String>,
@@ -211,6 +214,7 @@ impl<'a> Engine<'a> {
             memory: crate::memory::Memory::default(),
             writer: None,
             cautions: HashMap::new(),
+            gate_answers: HashMap::new(),
             must_not: BTreeSet::new(),
             should_prefer: BTreeSet::new(),
             megram_seq: 0,

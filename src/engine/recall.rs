@@ -123,9 +123,10 @@ impl Calibrations for Ranking {
 impl Calibrations for Plan {
     fn calibrations(&self) -> Vec<&Calibration> {
         match self {
-            Plan::Changes(events) | Plan::Exhausted { events, .. } | Plan::OverBudget { events, .. } => {
-                events.calibrations()
-            }
+            Plan::Changes(events)
+            | Plan::Exhausted { events, .. }
+            | Plan::OverBudget { events, .. }
+            | Plan::Confirm { events, .. } => events.calibrations(),
         }
     }
 }

@@ -22,6 +22,33 @@ use crate::model::text::headline;
 use crate::state::{Atom, AtomId, AtomStatus, Evidence, FailureClass, StopReason};
 use crate::steer::{Steer, target};
 
+/// `plan` with `earlier` events (a planner's calls before a question) first.
+fn with_earlier(earlier: Vec<Event>, plan: Plan) -> Plan {
+    if earlier.is_empty() {
+        return plan;
+    }
+    let join = |mut events: Vec<Event>| {
+        let mut all = earlier.clone();
+        all.append(&mut events);
+        all
+    };
+    match plan {
+        Plan::Changes(events) => Plan::Changes(join(events)),
+        Plan::Exhausted { events, message } => Plan::Exhausted {
+            events: join(events),
+            message,
+        },
+        Plan::OverBudget { events, message } => Plan::OverBudget {
+            events: join(events),
+            message,
+        },
+        Plan::Confirm { events, gates } => Plan::Confirm {
+            events: join(events),
+            gates,
+        },
+    }
+}
+
 /// Summaries an abandon's FinalResult lists.
 const PARTIAL_MAX: usize = 100;
 
@@ -211,6 +238,18 @@ impl Engine<'_> {
                 )
                 .map(Some)
             }
+            Plan::Confirm { events, .. } => {
+                // `planned` asks before it returns; a plan still asking is stuck.
+                self.record(events)?;
+                let result = self.closing(&decision);
+                self.stop_with(
+                    StopReason::Exhausted,
+                    "the planner's plan waits for a confirmation nobody gave".into(),
+                    base_case.cloned(),
+                    Some(Box::new(result)),
+                )
+                .map(Some)
+            }
             Plan::OverBudget { events, message } => {
                 self.record(events)?;
                 let result = self.closing(&decision);
@@ -265,7 +304,11 @@ impl Engine<'_> {
     ) -> Plan {
         let planner = self.roles.planner.clone();
         let now = self.clock.now();
+        // Events of plans made before a question (the calls a planner made),
+        // journaled with the plan that follows.
+        let mut earlier: Vec<Event> = Vec::new();
         loop {
+            let answers = self.gate_answers.clone();
             let plan = planner
                 .plan(PlanRequest {
                     decision,
@@ -275,10 +318,33 @@ impl Engine<'_> {
                     graph: &self.graph,
                     recall: Some(self.recall(now)),
                     at: now,
+                    gate_answers: &answers,
                 })
                 .await;
+            if let Plan::Confirm { events, gates } = plan {
+                earlier.extend(events);
+                // Each question is new (a planner asks only about commands
+                // not answered yet), so this loop ends.
+                let mut asked = false;
+                for (command, why) in gates {
+                    if self.gate_answers.contains_key(&command) {
+                        continue;
+                    }
+                    let question = format!("the planner's new plan runs `{command}`, which {why} (Law 1). Run it?");
+                    let answer = self.observer.confirm(&question).await;
+                    self.gate_answers.insert(command, answer);
+                    asked = true;
+                }
+                if !asked {
+                    return Plan::Exhausted {
+                        events: earlier,
+                        message: "the planner asked again about destructive commands already answered".into(),
+                    };
+                }
+                continue;
+            }
             if !self.ask_cautions(&plan).await {
-                return plan;
+                return with_earlier(earlier, plan);
             }
         }
     }

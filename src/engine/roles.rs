@@ -185,6 +185,9 @@ pub struct PlanRequest<'a> {
     pub recall: Option<Recall<'a>>,
     /// Now, for the records the plan makes.
     pub at: Timestamp,
+    /// The user's answers about destructive commands (Law 1) in a planner's
+    /// plan, by command: asked on a terminal after [`Plan::Confirm`].
+    pub gate_answers: &'a std::collections::HashMap<String, bool>,
 }
 
 /// A planner's answer.
@@ -199,6 +202,15 @@ pub enum Plan {
         events: Vec<Event>,
         /// Why nothing is left, for the user.
         message: String,
+    },
+    /// The plan holds destructive commands (Law 1) nobody answered about:
+    /// journal these events (the calls made), ask the user about each of
+    /// `gates` (by command), then plan again with the answers.
+    Confirm {
+        /// Events to journal first.
+        events: Vec<Event>,
+        /// The commands to ask about, each with why it is destructive.
+        gates: Vec<(String, String)>,
     },
     /// The next call to a model could pass the task's token or dollar
     /// budget, so it was not made: apply these events, then GGS abandons.

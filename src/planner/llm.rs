@@ -32,6 +32,9 @@ pub struct LlmPlanner {
     kept: Option<PathBuf>,
     kept_base: PathBuf,
     counter: std::sync::atomic::AtomicU64,
+    /// The plan that waits for the user's answers about its destructive
+    /// commands, by the decision's round: planned again without a new call.
+    waiting: std::sync::Mutex<Option<(u32, Proposal, String)>>,
 }
 
 impl LlmPlanner {
@@ -45,6 +48,7 @@ impl LlmPlanner {
             kept: None,
             kept_base: PathBuf::new(),
             counter: std::sync::atomic::AtomicU64::new(0),
+            waiting: std::sync::Mutex::new(None),
         }
     }
 
@@ -138,6 +142,7 @@ impl LlmPlanner {
         directive: MacroState,
         avoided: &[(String, String)],
         answers_target: Option<&str>,
+        gate_answers: &std::collections::HashMap<String, bool>,
     ) -> plan_check::Verdict {
         let state = &grafted.state;
         let atoms = grafted
@@ -163,7 +168,7 @@ impl LlmPlanner {
             tried: (directive == MacroState::BreakSymmetry).then_some(&tried),
             avoided,
             answers_target,
-            confirmed: self.confirmed,
+            confirmed: &|gate: &crate::law::Gate| self.confirmed || gate_answers.get(&gate.command) == Some(&true),
             law: &law,
         };
         plan_check::check(&atoms, &[], &rules)
@@ -251,32 +256,73 @@ impl Planner for LlmPlanner {
             let mut refused: Vec<String> = Vec::new();
             let mut spent = board.clone();
             let model = self.client.endpoint().model.clone();
+            let round = request.decision.round;
+            let mut last_reply: String;
+            // A plan that waited for answers about its destructive commands
+            // is checked again as it is: no new call.
+            let mut waiting = self
+                .waiting
+                .lock()
+                .ok()
+                .and_then(|mut w| w.take())
+                .filter(|(r, ..)| *r == round);
             for ask in 0..ASKS {
-                if let Some(why) = over_budget(&spent, &messages, &model) {
-                    return Plan::OverBudget { events, message: why };
-                }
-                let (answer, calls) = self
-                    .client
-                    .json::<Proposal>(Role::Planner, &messages, PLAN_MAX_TOKENS)
-                    .await;
-                let kept = self.keep(request.at, &messages, &calls).await;
-                for call in &calls {
-                    let event = self.called(call, answers.as_ref(), &board, kept.clone());
-                    spent = folded(&spent, std::slice::from_ref(&event), request.at);
-                    events.push(event);
-                }
-                let proposal = match answer {
-                    Ok(proposal) => proposal,
-                    Err(e) => {
-                        return Plan::Exhausted {
-                            events,
-                            message: format!("{message}; the planner could not make a new plan: {e}"),
-                        };
+                let proposal = if let Some((_, proposal, reply)) = waiting.take() {
+                    last_reply = reply;
+                    proposal
+                } else {
+                    if let Some(why) = over_budget(&spent, &messages, &model) {
+                        return Plan::OverBudget { events, message: why };
+                    }
+                    let (answer, calls) = self
+                        .client
+                        .json::<Proposal>(Role::Planner, &messages, PLAN_MAX_TOKENS)
+                        .await;
+                    let kept = self.keep(request.at, &messages, &calls).await;
+                    for call in &calls {
+                        let event = self.called(call, answers.as_ref(), &board, kept.clone());
+                        spent = folded(&spent, std::slice::from_ref(&event), request.at);
+                        events.push(event);
+                    }
+                    last_reply = calls
+                        .iter()
+                        .rev()
+                        .find_map(|c| c.as_ref().ok())
+                        .map(|r| r.content.clone())
+                        .unwrap_or_default();
+                    match answer {
+                        Ok(proposal) => proposal,
+                        Err(e) => {
+                            return Plan::Exhausted {
+                                events,
+                                message: format!("{message}; the planner could not make a new plan: {e}"),
+                            };
+                        }
                     }
                 };
                 let reasons = match replan::graft(&board, answers.as_ref(), &proposal, number, directive, request.at) {
                     Ok(grafted) => {
-                        let verdict = self.refusals(&grafted, directive, &avoided, answers_target.as_deref());
+                        let verdict = self.refusals(
+                            &grafted,
+                            directive,
+                            &avoided,
+                            answers_target.as_deref(),
+                            request.gate_answers,
+                        );
+                        // Only destructive commands stand in the way, and the
+                        // user was not asked about some: ask, then check again.
+                        let unasked: Vec<(String, String)> = verdict
+                            .gates
+                            .iter()
+                            .filter(|(_, g)| !self.confirmed && !request.gate_answers.contains_key(&g.command))
+                            .map(|(_, g)| (g.command.clone(), g.why.clone()))
+                            .collect();
+                        if plan_check::only_gates(&verdict) && !unasked.is_empty() {
+                            if let Ok(mut w) = self.waiting.lock() {
+                                *w = Some((round, proposal, last_reply));
+                            }
+                            return Plan::Confirm { events, gates: unasked };
+                        }
                         if verdict.passed() {
                             let mut planned = grafted.events;
                             if let Some(Event::Replanned { gates, .. }) = planned.first_mut() {
@@ -299,13 +345,7 @@ impl Planner for LlmPlanner {
                 });
                 refused = reasons;
                 if ask + 1 < ASKS {
-                    let reply = calls
-                        .iter()
-                        .rev()
-                        .find_map(|c| c.as_ref().ok())
-                        .map(|r| r.content.clone())
-                        .unwrap_or_default();
-                    messages.push(Message::assistant(reply));
+                    messages.push(Message::assistant(last_reply.clone()));
                     messages.push(Message::user(format!(
                         "The plan was refused and did not run:\n{}\nAnswer again with the whole JSON object.",
                         refused.iter().map(|r| format!("- {r}")).collect::<Vec<_>>().join("\n")

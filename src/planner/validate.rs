@@ -27,8 +27,9 @@ pub struct Rules<'a> {
     pub avoided: &'a [(String, String)],
     /// The target of the atom a replan answers, if any.
     pub answers_target: Option<&'a str>,
-    /// Whether destructive commands were confirmed (`--yes`, or a yes on a terminal).
-    pub confirmed: bool,
+    /// Whether a destructive command was confirmed (`--yes`, or a yes on a
+    /// terminal to that command).
+    pub confirmed: &'a dyn Fn(&Gate) -> bool,
     /// Where the work happens, and what exists there.
     pub law: &'a law::Context<'a>,
 }
@@ -109,8 +110,8 @@ pub fn check(atoms: &IndexMap<AtomId, Atom>, extra: &[(&str, &str)], rules: &Rul
             verdict.gates.push((place.to_string(), gate));
         }
     }
-    if !rules.confirmed {
-        for (place, gate) in &verdict.gates {
+    for (place, gate) in &verdict.gates {
+        if !(rules.confirmed)(gate) {
             verdict.reasons.push(format!(
                 "{place}: `{}` {} (Law 1: destructive commands written by a model need --yes)",
                 gate.command, gate.why
@@ -118,6 +119,12 @@ pub fn check(atoms: &IndexMap<AtomId, Atom>, extra: &[(&str, &str)], rules: &Rul
         }
     }
     verdict
+}
+
+/// Whether every reason a verdict gives is a destructive command not yet
+/// confirmed (a yes could let the plan run as it is).
+pub fn only_gates(verdict: &Verdict) -> bool {
+    !verdict.reasons.is_empty() && verdict.reasons.iter().all(|r| r.contains("(Law 1: "))
 }
 
 /// The commands an atom runs, with the field each is in.
@@ -179,7 +186,7 @@ mod tests {
             tried: tried.as_ref(),
             avoided: &avoided,
             answers_target: Some("mirror"),
-            confirmed,
+            confirmed: &|_| confirmed,
             law: &law,
         };
         check(&atoms(plan), &[], &rules)

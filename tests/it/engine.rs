@@ -226,3 +226,76 @@ fn a_runner_compacts_its_journal_past_the_size_and_runs_on() {
     assert!(matches!(journal.records[0].event, Event::Compacted { .. }));
     assert_eq!(aot::journal::fold(&journal.records).as_ref(), Some(&state));
 }
+
+/// Answers every question with `yes`, keeping the questions.
+struct Answers {
+    yes: bool,
+    asked: Vec<String>,
+}
+
+impl Observer for Answers {
+    fn record(&mut self, _: &Record, _: &StateFile) {}
+
+    fn confirm(&mut self, question: &str) -> BoxFuture<'static, bool> {
+        self.asked.push(question.to_string());
+        Box::pin(std::future::ready(self.yes))
+    }
+}
+
+#[test]
+fn a_replans_destructive_command_is_asked_about_and_runs_on_a_yes_without_a_new_call() {
+    use crate::fake_llm::{FakeLlm, Step};
+    let env = TestEnv::new();
+    env.write(
+        "aot.yaml",
+        "version: 2\nobjective:\n  goal: g\n  background_intent: b\n  deliverables: d\n  definition_of_done: done\n  base_case: { command: 'test -f done' }\n  constraints: { max_retries: 0, isolation: none }\ngraph:\n  atoms:\n    fix:\n      or: [a, b]\n    a:\n      run: 'false'\n      tool: sh\n    b:\n      run: 'exit 1'\n      tool: sh\n",
+    );
+    env.write("junk", "old\n");
+    let plan =
+        r#"{"atoms": {"w": {"run": "rm -f junk && touch done", "tool": "shell"}}, "rationale": "clean and finish"}"#;
+    for yes in [true, false] {
+        let _ = std::fs::remove_file(env.path("aot.yaml.journal.jsonl"));
+        let server = FakeLlm::start(vec![Step::chat(plan), Step::chat(plan), Step::chat(plan)]);
+        let client = aot::llm::Client::new(
+            aot::llm::Endpoint::new(&server.base, "fake-model", None),
+            std::time::Duration::from_secs(5),
+            aot::llm::Retry::default(),
+        )
+        .unwrap();
+        let mut roles = roles(Arc::new(CommandWorker::default()));
+        roles.planner = Arc::new(aot::planner::llm::LlmPlanner::new(
+            client,
+            env.dir.path().to_path_buf(),
+            false,
+        ));
+        let mut answers = Answers { yes, asked: Vec::new() };
+        let (ended, _) = run(&env, roles, &mut answers);
+        assert_eq!(answers.asked.len(), 1, "asked once: {:?}", answers.asked);
+        assert!(
+            answers.asked[0].contains("`rm -f junk`") && answers.asked[0].contains("Law 1"),
+            "{}",
+            answers.asked[0]
+        );
+        if yes {
+            assert_eq!(stop_reason(&ended), StopReason::Completed);
+            assert_eq!(
+                server.seen().len(),
+                1,
+                "the plan waiting for the answer ran without a new call"
+            );
+            assert!(!env.path("junk").exists());
+        } else {
+            assert_eq!(stop_reason(&ended), StopReason::Exhausted);
+            assert_eq!(server.seen().len(), 3, "a no refuses the plan: asked again, twice");
+            assert!(env.path("junk").exists());
+            break;
+        }
+        // Start over for the `no` case.
+        env.write(
+            "aot.yaml",
+            "version: 2\nobjective:\n  goal: g\n  background_intent: b\n  deliverables: d\n  definition_of_done: done\n  base_case: { command: 'test -f done' }\n  constraints: { max_retries: 0, isolation: none }\ngraph:\n  atoms:\n    fix:\n      or: [a, b]\n    a:\n      run: 'false'\n      tool: sh\n    b:\n      run: 'exit 1'\n      tool: sh\n",
+        );
+        let _ = std::fs::remove_file(env.path("done"));
+        env.write("junk", "old\n");
+    }
+}
