@@ -249,6 +249,7 @@ fn draft(
     listing.sort();
     listing.truncate(60);
     let mut messages = draft::prompt(request, given, atoms, &listing);
+    let role = draft::drafter(atoms);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -263,8 +264,8 @@ fn draft(
     let mut last_problems = Vec::new();
     let mut last_draft = None;
     for round in 0..2 {
-        errln!("aot: asking the planner ({model}) to draft the plan…");
-        let (answer, calls) = runtime.block_on(client.json::<Draft>(Role::Planner, &messages, DRAFT_MAX_TOKENS));
+        errln!("aot: asking the {role} ({model}) to draft the plan…");
+        let (answer, calls) = runtime.block_on(client.json::<Draft>(role, &messages, DRAFT_MAX_TOKENS));
         tokens += calls
             .iter()
             .filter_map(|c| c.as_ref().ok())

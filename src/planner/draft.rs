@@ -9,8 +9,22 @@ use indexmap::IndexMap;
 use crate::llm::Message;
 use crate::state::{Atom, AtomId, BaseCase, Objective};
 
-/// The planner's prompt template (`prompts/planner.md`).
+/// The planner's prompt template (`prompts/planner.md`): agreements and atoms.
 pub const PLANNER_PROMPT: &str = include_str!("../../prompts/planner.md");
+
+/// The perceiver's prompt template (`prompts/perceiver.md`): agreements only,
+/// when the user gave the atoms.
+pub const PERCEIVER_PROMPT: &str = include_str!("../../prompts/perceiver.md");
+
+/// Who drafts: the perceiver (R1) when the user's atoms are given and only
+/// agreements are missing, else the planner (R2).
+pub fn drafter(given_atoms: &IndexMap<AtomId, Atom>) -> crate::llm::Role {
+    if given_atoms.is_empty() {
+        crate::llm::Role::Planner
+    } else {
+        crate::llm::Role::Perceiver
+    }
+}
 
 /// What the planner answers to `aot align`.
 #[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
@@ -114,8 +128,12 @@ pub fn prompt(
     } else {
         listing.join("\n")
     };
+    let template = match drafter(given_atoms) {
+        crate::llm::Role::Perceiver => PERCEIVER_PROMPT,
+        _ => PLANNER_PROMPT,
+    };
     let system = fill(
-        PLANNER_PROMPT,
+        template,
         &[("request", request), ("given", &decided), ("workspace", &listing)],
     );
     vec![Message::system(system), Message::user(request.to_string())]

@@ -214,7 +214,11 @@ Here is the plan:
             state.graph.atoms.keys().map(|k| k.as_str()).collect::<Vec<_>>(),
             ["mine"]
         );
-        assert!(server.seen()[0].prompt().contains("- goal: My own goal"));
+        let seen = &server.seen()[0];
+        assert!(seen.prompt().contains("- goal: My own goal"));
+        // The atoms are the user's: only agreements are drafted, by the perceiver (R1).
+        assert_eq!(seen.header("x-aot-role"), Some("perceiver"));
+        assert!(seen.prompt().contains("You are the perceiver"), "{}", seen.prompt());
     }
 
     #[test]
