@@ -620,7 +620,7 @@ impl WorkGraph {
                                 group: self.id(v).into(),
                                 chosen: self.id(c).into(),
                                 remaining: Vec::new(),
-                                reason: format!("kept: `{alt}` chosen at `{group}` by the user"),
+                                reason: format!("kept: `{alt}` now chosen at `{group}`"),
                             });
                         }
                     }
