@@ -45,7 +45,10 @@ impl Engine<'_> {
         let run = BaseCaseRun {
             command: base.command.clone(),
             cwd: self.dir.clone(),
-            env: vec![("AOT_STATE".into(), self.state_path().display().to_string())],
+            env: vec![
+                ("AOT_STATE".into(), self.state_path().display().to_string()),
+                (crate::workers::RUNNER_VAR.into(), std::process::id().to_string()),
+            ],
             timeout: base.timeout(),
         };
         let (validator, token) = (self.roles.validator.clone(), cancel);

@@ -303,15 +303,35 @@ pub fn kill_all() {
 }
 
 /// Stops what a killed run left running for the state file `state`: every
-/// process whose environment says `AOT_STATE=<state>`, with its process
-/// group. Called by a new runner, which holds the runner lock, so no live
-/// run of this file owns such a process: it is a killed run's worker (or
-/// its child), and left alone it would go on writing into the tree the new
-/// run restores. Waits (at most 2 s) until they are gone. Returns how many
-/// processes there were. Linux (`/proc`); elsewhere nothing is found.
+/// process whose environment names this file (`AOT_STATE=<state>`) *and* a
+/// runner (`AOT_RUNNER_PID`, set only on the workers a runner starts) that is
+/// no longer alive, with its process group. A process that merely has
+/// `AOT_STATE` exported (the user's shell) is never touched, nor is this
+/// process, its own group, or any of its ancestors. Called by a new runner,
+/// which holds the runner lock. Waits (at most 2 s) until they are gone.
+/// Returns how many processes there were. Linux (`/proc`); elsewhere nothing.
 pub fn reap_orphans(state: &std::path::Path) -> usize {
     let wanted = format!("AOT_STATE={}", state.display());
-    let me = std::process::id();
+    let runner_prefix = format!("{}=", super::RUNNER_VAR);
+    let me = std::process::id() as i32;
+    let my_group = nix::unistd::getpgrp().as_raw();
+    let stat_of = |pid: i32| -> Option<(i32, i32)> {
+        // After the command name in parentheses: state, ppid, pgrp.
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let mut rest = stat[stat.rfind(')')? + 1..].split_whitespace().skip(1);
+        let ppid = rest.next()?.parse().ok()?;
+        let pgrp = rest.next()?.parse().ok()?;
+        Some((ppid, pgrp))
+    };
+    let mut ancestors = std::collections::HashSet::from([me]);
+    let mut at = me;
+    while let Some((ppid, _)) = stat_of(at).filter(|(ppid, _)| *ppid > 1) {
+        if !ancestors.insert(ppid) {
+            break;
+        }
+        at = ppid;
+    }
+    let alive = |pid: i32| std::path::Path::new(&format!("/proc/{pid}")).exists();
     let mut found: Vec<(i32, i32)> = Vec::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return 0;
@@ -320,28 +340,34 @@ pub fn reap_orphans(state: &std::path::Path) -> usize {
         let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
             continue;
         };
-        if pid as u32 == me {
+        if ancestors.contains(&pid) {
             continue;
         }
         // Another user's process, or one gone meanwhile: not ours.
         let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
             continue;
         };
-        if !environ.split(|b| *b == 0).any(|var| var == wanted.as_bytes()) {
+        let vars: Vec<&[u8]> = environ.split(|b| *b == 0).collect();
+        if !vars.contains(&wanted.as_bytes()) {
             continue;
         }
-        let group = std::fs::read_to_string(entry.path().join("stat"))
-            .ok()
-            .and_then(|stat| {
-                // After the command name in parentheses: state, ppid, pgrp.
-                let rest = &stat[stat.rfind(')')? + 1..];
-                rest.split_whitespace().nth(2)?.parse::<i32>().ok()
-            })
-            .unwrap_or(pid);
+        let runner = vars
+            .iter()
+            .find_map(|var| var.strip_prefix(runner_prefix.as_bytes()))
+            .and_then(|v| std::str::from_utf8(v).ok()?.parse::<i32>().ok());
+        // Started by a runner, and that runner is gone (or is this one's pid
+        // reused: a new runner has started none yet).
+        let Some(runner) = runner else {
+            continue;
+        };
+        if runner != me && alive(runner) {
+            continue;
+        }
+        let group = stat_of(pid).map_or(pid, |(_, group)| group);
         found.push((pid, group));
     }
     for &(pid, group) in &found {
-        if group > 1 && group as u32 != me {
+        if group > 1 && group != my_group && !ancestors.contains(&group) {
             let _ = killpg(Pid::from_raw(group), Signal::SIGKILL);
         }
         let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);

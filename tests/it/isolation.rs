@@ -844,3 +844,36 @@ fn a_failing_test_after_an_or_atom_switches_its_choice_and_undoes_the_old_patch(
     assert!(journal.contains(r#""type":"changes_undone","atom":"pa""#), "{journal}");
     repo.assert_clean_after_run();
 }
+
+#[test]
+fn a_process_with_aot_state_exported_but_no_dead_runner_is_left_alone() {
+    let repo = Repo::new();
+    repo.plan("", "    b:\n      run: 'touch done.txt'\n");
+    let state = repo.env.path("aot.yaml");
+    // The user's shell with `export AOT_STATE=…`, and a worker of a runner
+    // that is alive (this test): neither is a killed run's orphan.
+    let spawn = |extra: &[(&str, String)]| {
+        let mut command = Command::new("sleep");
+        // Its own group: were it wrongly reaped, the test harness survives to say so.
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        command.arg("1000").env("AOT_STATE", &state);
+        for (k, v) in extra {
+            command.env(k, v);
+        }
+        command.spawn().expect("spawn sleep")
+    };
+    let mut shell = spawn(&[]);
+    let mut live_worker = spawn(&[("AOT_RUNNER_PID", std::process::id().to_string())]);
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(!run.stderr.contains("left running"), "{}", run.stderr);
+    assert!(shell.try_wait().unwrap().is_none(), "the user's process still runs");
+    assert!(
+        live_worker.try_wait().unwrap().is_none(),
+        "a live runner's worker still runs"
+    );
+    let _ = shell.kill();
+    let _ = live_worker.kill();
+    let _ = shell.wait();
+    let _ = live_worker.wait();
+}
