@@ -22,32 +22,8 @@ use crate::model::text::headline;
 use crate::state::{Atom, AtomId, AtomStatus, Evidence, FailureClass, StopReason};
 use crate::steer::{Steer, target};
 
-/// `plan` with `earlier` events (a planner's calls before a question) first.
-fn with_earlier(earlier: Vec<Event>, plan: Plan) -> Plan {
-    if earlier.is_empty() {
-        return plan;
-    }
-    let join = |mut events: Vec<Event>| {
-        let mut all = earlier.clone();
-        all.append(&mut events);
-        all
-    };
-    match plan {
-        Plan::Changes(events) => Plan::Changes(join(events)),
-        Plan::Exhausted { events, message } => Plan::Exhausted {
-            events: join(events),
-            message,
-        },
-        Plan::OverBudget { events, message } => Plan::OverBudget {
-            events: join(events),
-            message,
-        },
-        Plan::Confirm { events, gates } => Plan::Confirm {
-            events: join(events),
-            gates,
-        },
-    }
-}
+/// Rounds of questions about a planner's destructive commands per decision.
+const CONFIRM_ROUNDS: usize = 3;
 
 /// Summaries an abandon's FinalResult lists.
 const PARTIAL_MAX: usize = 100;
@@ -222,7 +198,7 @@ impl Engine<'_> {
         if decision.directive == MacroState::Abandon {
             return self.abandon(&decision).map(Some);
         }
-        match self.planned(&decision, &failures, base_case).await {
+        match self.planned(&decision, &failures, base_case).await? {
             Plan::Changes(events) => {
                 self.record(events)?;
                 Ok(None)
@@ -301,12 +277,12 @@ impl Engine<'_> {
         decision: &Decision,
         failures: &[(AtomId, FailureClass)],
         base_case: Option<&Evidence>,
-    ) -> Plan {
+    ) -> Result<Plan, EngineError> {
         let planner = self.roles.planner.clone();
         let now = self.clock.now();
-        // Events of plans made before a question (the calls a planner made),
-        // journaled with the plan that follows.
-        let mut earlier: Vec<Event> = Vec::new();
+        // Questions about destructive commands per decision: each round may
+        // have cost a call, so they are bounded like the planner's own asks.
+        let mut questions = 0;
         loop {
             let answers = self.gate_answers.clone();
             let plan = planner
@@ -322,9 +298,10 @@ impl Engine<'_> {
                 })
                 .await;
             if let Plan::Confirm { events, gates } = plan {
-                earlier.extend(events);
-                // Each question is new (a planner asks only about commands
-                // not answered yet), so this loop ends.
+                // The calls made so far are journaled now: the next plan's
+                // budget check counts them.
+                self.record(events)?;
+                questions += 1;
                 let mut asked = false;
                 for (command, why) in gates {
                     if self.gate_answers.contains_key(&command) {
@@ -335,16 +312,19 @@ impl Engine<'_> {
                     self.gate_answers.insert(command, answer);
                     asked = true;
                 }
-                if !asked {
-                    return Plan::Exhausted {
-                        events: earlier,
-                        message: "the planner asked again about destructive commands already answered".into(),
-                    };
+                if !asked || questions >= CONFIRM_ROUNDS {
+                    return Ok(Plan::Exhausted {
+                        events: Vec::new(),
+                        message: format!(
+                            "the planner's plans kept holding destructive commands (Law 1) after {questions} question round(s); \
+                             `aot start --yes` lets them run"
+                        ),
+                    });
                 }
                 continue;
             }
             if !self.ask_cautions(&plan).await {
-                return with_earlier(earlier, plan);
+                return Ok(plan);
             }
         }
     }

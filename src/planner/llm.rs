@@ -35,6 +35,9 @@ pub struct LlmPlanner {
     /// The plan that waits for the user's answers about its destructive
     /// commands, by the decision's round: planned again without a new call.
     waiting: std::sync::Mutex<Option<(u32, Proposal, String)>>,
+    /// Plans asked for in a decision's round so far, by round: a decision
+    /// that comes back after questions (`Plan::Confirm`) goes on counting.
+    asked: std::sync::Mutex<(u32, usize)>,
 }
 
 impl LlmPlanner {
@@ -49,6 +52,7 @@ impl LlmPlanner {
             kept_base: PathBuf::new(),
             counter: std::sync::atomic::AtomicU64::new(0),
             waiting: std::sync::Mutex::new(None),
+            asked: std::sync::Mutex::new((0, 0)),
         }
     }
 
@@ -266,11 +270,23 @@ impl Planner for LlmPlanner {
                 .ok()
                 .and_then(|mut w| w.take())
                 .filter(|(r, ..)| *r == round);
-            for ask in 0..ASKS {
+            let mut ask = match self.asked.lock() {
+                Ok(asked) if asked.0 == round => asked.1,
+                _ => 0,
+            };
+            let count = |ask: usize| {
+                if let Ok(mut asked) = self.asked.lock() {
+                    *asked = (round, ask);
+                }
+            };
+            while ask < ASKS || waiting.is_some() {
                 let proposal = if let Some((_, proposal, reply)) = waiting.take() {
+                    // Checked again with the answers: not a new ask.
                     last_reply = reply;
                     proposal
                 } else {
+                    ask += 1;
+                    count(ask);
                     if let Some(why) = over_budget(&spent, &messages, &model) {
                         return Plan::OverBudget { events, message: why };
                     }
@@ -344,7 +360,7 @@ impl Planner for LlmPlanner {
                     reasons: reasons.clone(),
                 });
                 refused = reasons;
-                if ask + 1 < ASKS {
+                if ask < ASKS {
                     messages.push(Message::assistant(last_reply.clone()));
                     messages.push(Message::user(format!(
                         "The plan was refused and did not run:\n{}\nAnswer again with the whole JSON object.",

@@ -299,3 +299,49 @@ fn a_replans_destructive_command_is_asked_about_and_runs_on_a_yes_without_a_new_
         env.write("junk", "old\n");
     }
 }
+
+#[test]
+fn a_planner_that_keeps_proposing_new_destructive_commands_is_bounded() {
+    use crate::fake_llm::{FakeLlm, Step};
+    let env = TestEnv::new();
+    env.write(
+        "aot.yaml",
+        "version: 2\nobjective:\n  goal: g\n  background_intent: b\n  deliverables: d\n  definition_of_done: done\n  base_case: { command: 'test -f done' }\n  constraints: { max_retries: 0, isolation: none }\ngraph:\n  atoms:\n    fix:\n      or: [a, b]\n    a:\n      run: 'false'\n      tool: sh\n    b:\n      run: 'exit 1'\n      tool: sh\n",
+    );
+    let plans: Vec<Step> = (1..=12)
+        .map(|n| {
+            Step::chat(&format!(
+                r#"{{"atoms": {{"w": {{"run": "rm -f junk{n} && touch done", "tool": "shell"}}}}, "rationale": "r"}}"#
+            ))
+        })
+        .collect();
+    let server = FakeLlm::start(plans);
+    let client = aot::llm::Client::new(
+        aot::llm::Endpoint::new(&server.base, "fake-model", None),
+        std::time::Duration::from_secs(5),
+        aot::llm::Retry::default(),
+    )
+    .unwrap();
+    let mut roles = roles(Arc::new(CommandWorker::default()));
+    roles.planner = Arc::new(aot::planner::llm::LlmPlanner::new(
+        client,
+        env.dir.path().to_path_buf(),
+        false,
+    ));
+    let mut answers = Answers {
+        yes: false,
+        asked: Vec::new(),
+    };
+    let (ended, state) = run(&env, roles, &mut answers);
+    assert_eq!(stop_reason(&ended), StopReason::Exhausted);
+    assert!(
+        server.seen().len() <= 3,
+        "at most three asks per decision: {}",
+        server.seen().len()
+    );
+    assert_eq!(
+        state.run.spend.calls as usize,
+        server.seen().len(),
+        "every call counted in the spend"
+    );
+}
