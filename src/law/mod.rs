@@ -45,9 +45,25 @@ pub struct Gate {
 
 /// Every destructive piece of `command`, in order (empty: it may run unconfirmed).
 pub fn classify(command: &str, ctx: &Context<'_>) -> Vec<Gate> {
+    read(command, ctx).0
+}
+
+/// The programs `command` runs (their base names), wrappers and what they
+/// wrap both included: `env git apply` runs `env` and `git`.
+pub fn programs(command: &str, ctx: &Context<'_>) -> Vec<String> {
+    read(command, ctx).1
+}
+
+fn read(command: &str, ctx: &Context<'_>) -> (Vec<Gate>, Vec<String>) {
     let mut gates = Vec::new();
-    Walker { ctx, gates: &mut gates }.script(command, 0);
-    gates
+    let mut programs = Vec::new();
+    Walker {
+        ctx,
+        gates: &mut gates,
+        programs: &mut programs,
+    }
+    .script(command, 0);
+    (gates, programs)
 }
 
 /// A word after quote removal: its text, and whether part of it is only
@@ -61,6 +77,7 @@ struct Arg {
 struct Walker<'c, 'g> {
     ctx: &'c Context<'c>,
     gates: &'g mut Vec<Gate>,
+    programs: &'g mut Vec<String>,
 }
 
 impl Walker<'_, '_> {
@@ -310,6 +327,9 @@ impl Walker<'_, '_> {
             return;
         }
         let name = program.text.rsplit('/').next().unwrap_or(&program.text);
+        if !self.programs.iter().any(|p| p == name) {
+            self.programs.push(name.to_string());
+        }
         let rest = &argv[1..];
         let words: Vec<&str> = rest.iter().map(|a| a.text.as_str()).collect();
         match name {

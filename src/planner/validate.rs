@@ -75,6 +75,36 @@ pub fn check(atoms: &IndexMap<AtomId, Atom>, extra: &[(&str, &str)], rules: &Rul
                 "atom `{id}` uses the tool `{tool}`, which is blocked (MUST NOT)"
             ));
         }
+        // A label is the model's word; the programs its commands run are not:
+        // `run: "env git apply p"` with `tool: patch` still runs `git`.
+        for (field, command) in commands(atom) {
+            for program in law::programs(command, rules.law) {
+                if rules.blocked_tools.contains(&program) && atom.tool().as_deref() != Some(program.as_str()) {
+                    verdict.reasons.push(format!(
+                        "{}: runs `{program}`, a tool that is blocked (MUST NOT)",
+                        place(field)
+                    ));
+                }
+            }
+        }
+        for name in atom.env.keys() {
+            if !safe_env_name(name) {
+                verdict.reasons.push(format!(
+                    "{}: `{name}` changes how the shell or the programs start; a model's plan may not set it",
+                    place("env")
+                ));
+            }
+        }
+        if let Some(agent) = &atom.agent {
+            // What an agent will run is known only when it runs.
+            verdict.gates.push((
+                place("agent"),
+                Gate {
+                    command: format!("agent: {}", crate::model::text::first_line(agent)),
+                    why: "lets an agent run commands no one has read".into(),
+                },
+            ));
+        }
         let target = crate::steer::target(id, atom);
         if rules.blocked_targets.contains(&target) {
             verdict.reasons.push(format!(
@@ -125,6 +155,20 @@ pub fn check(atoms: &IndexMap<AtomId, Atom>, extra: &[(&str, &str)], rules: &Rul
 /// confirmed (a yes could let the plan run as it is).
 pub fn only_gates(verdict: &Verdict) -> bool {
     !verdict.reasons.is_empty() && verdict.reasons.iter().all(|r| r.contains("(Law 1: "))
+}
+
+/// Whether a model may set the environment variable `name` on its atoms:
+/// plain names, never ones that change how bash or the dynamic linker start
+/// (`BASH_ENV`, `BASH_FUNC_*`, `PATH`, `LD_PRELOAD`, …) or aot's own.
+fn safe_env_name(name: &str) -> bool {
+    const DENIED: [&str; 12] = [
+        "PATH", "ENV", "BASH_ENV", "SHELLOPTS", "BASHOPTS", "IFS", "PS4", "PROMPT_COMMAND", "CDPATH", "GLOBIGNORE",
+        "PYTHONSTARTUP", "NODE_OPTIONS",
+    ];
+    let plain = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    plain
+        && !DENIED.contains(&name)
+        && !["BASH_FUNC", "LD_", "DYLD_", "AOT_", "GIT_"].iter().any(|p| name.starts_with(p))
 }
 
 /// The commands an atom runs, with the field each is in.
@@ -227,6 +271,26 @@ mod tests {
         let v = verdict("get: { run: 'curl -O https://x' }", &[], None, false);
         assert!(v.reasons[0].contains("memory says to avoid"), "{v:?}");
         assert!(verdict("get: { run: 'wget https://x' }", &[], None, false).passed());
+    }
+
+    #[test]
+    fn labels_do_not_hide_a_blocked_program_and_env_cannot_change_the_shell() {
+        let v = verdict("a: { run: 'env git apply p.patch', tool: patch }", &["git"], None, false);
+        assert!(v.reasons.iter().any(|r| r.contains("runs `git`")), "{v:?}");
+        let v = verdict("a: { run: 'for f in x; do git apply $f; done' }", &["git"], None, false);
+        assert!(!v.passed(), "{v:?}");
+        for name in ["BASH_ENV", "BASH_FUNC_make%%", "PATH", "LD_PRELOAD", "AOT_STATE", "GIT_DIR"] {
+            let plan = format!("a: {{ run: 'make test', env: {{ '{name}': x }} }}");
+            assert!(!verdict(&plan, &[], None, false).passed(), "{name}");
+        }
+        assert!(verdict("a: { run: 'make test', env: { RUST_LOG: debug } }", &[], None, false).passed());
+    }
+
+    #[test]
+    fn an_agent_atom_from_a_model_needs_a_confirmation() {
+        let v = verdict("a: { agent: 'fix the bug' }", &[], None, false);
+        assert!(v.reasons.iter().any(|r| r.contains("agent")), "{v:?}");
+        assert!(verdict("a: { agent: 'fix the bug' }", &[], None, true).passed());
     }
 
     #[test]
