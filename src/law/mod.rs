@@ -90,8 +90,8 @@ impl Walker<'_, '_> {
 
     /// Classifies a whole script (a command line, a `bash -c` string).
     fn script(&mut self, text: &str, depth: usize) {
-        if depth > DEPTH_MAX {
-            self.gate(text, "nested too deeply to read");
+        if depth > DEPTH_MAX || too_deep(text) {
+            self.gate(cut_for_show(text), "nested too deeply, or too long, to read");
             return;
         }
         let options = brush_parser::ParserOptions::default();
@@ -141,7 +141,8 @@ impl Walker<'_, '_> {
                     self.redirect(redirect, depth);
                 }
             }
-            ast::Command::ExtendedTest(_, redirects) => {
+            ast::Command::ExtendedTest(test, redirects) => {
+                self.opaque(&test.to_string());
                 for redirect in redirects.iter().flat_map(|r| &r.0) {
                     self.redirect(redirect, depth);
                 }
@@ -151,8 +152,11 @@ impl Walker<'_, '_> {
 
     fn compound(&mut self, compound: &ast::CompoundCommand, depth: usize) {
         match compound {
-            ast::CompoundCommand::Arithmetic(_) => {}
-            ast::CompoundCommand::ArithmeticForClause(c) => self.list(&c.body.list, depth),
+            ast::CompoundCommand::Arithmetic(a) => self.opaque(&a.to_string()),
+            ast::CompoundCommand::ArithmeticForClause(c) => {
+                self.opaque(&format!("{:?}{:?}{:?}", c.initializer, c.condition, c.updater));
+                self.list(&c.body.list, depth);
+            }
             ast::CompoundCommand::BraceGroup(c) => self.list(&c.list, depth),
             ast::CompoundCommand::Subshell(c) => self.list(&c.list, depth),
             ast::CompoundCommand::ForClause(c) => {
@@ -164,6 +168,9 @@ impl Walker<'_, '_> {
             ast::CompoundCommand::CaseClause(c) => {
                 self.word(&c.value.value, depth);
                 for item in &c.cases {
+                    for pattern in &item.patterns {
+                        self.opaque(&pattern.value);
+                    }
                     if let Some(cmd) = &item.cmd {
                         self.list(cmd, depth);
                     }
@@ -184,6 +191,15 @@ impl Walker<'_, '_> {
                 self.list(&c.1.list, depth);
             }
             ast::CompoundCommand::Coprocess(c) => self.command(&c.body, depth),
+        }
+    }
+
+    /// Text the walk does not parse further (an arithmetic, a `[[ ]]` test, a
+    /// case pattern, a parameter expansion): a command substitution in it is
+    /// not read, so it counts as destructive.
+    fn opaque(&mut self, text: &str) {
+        if text.contains("$(") || text.contains('`') || text.contains("CommandSubstitution") {
+            self.gate(cut_for_show(text), "holds a command substitution that is not read here");
         }
     }
 
@@ -211,8 +227,11 @@ impl Walker<'_, '_> {
             match &piece.piece {
                 WordPiece::Text(t) | WordPiece::SingleQuotedText(t) => arg.text.push_str(t),
                 WordPiece::AnsiCQuotedText(t) => {
-                    // Escapes in $'…' are rare in commands; what is left is the text.
+                    // `$'\x72m'` is `rm` once bash decodes it: not read here.
                     arg.text.push_str(t);
+                    if t.contains('\\') {
+                        arg.dynamic = true;
+                    }
                 }
                 WordPiece::EscapeSequence(t) => arg.text.push_str(t.strip_prefix('\\').unwrap_or(t)),
                 WordPiece::DoubleQuotedSequence(inner) | WordPiece::GettextDoubleQuotedSequence(inner) => {
@@ -222,7 +241,12 @@ impl Walker<'_, '_> {
                     arg.text.push('~');
                     arg.dynamic = true;
                 }
-                WordPiece::ParameterExpansion(_) | WordPiece::ArithmeticExpression(_) => arg.dynamic = true,
+                WordPiece::ParameterExpansion(_) | WordPiece::ArithmeticExpression(_) => {
+                    // `${X:-$(rm x)}`, `$(( $(rm x) ))`: a command inside
+                    // that the walk does not reach is not read as harmless.
+                    self.opaque(&raw_of(piece));
+                    arg.dynamic = true;
+                }
                 WordPiece::CommandSubstitution(inner) | WordPiece::BackquotedCommandSubstitution(inner) => {
                     self.script(inner, depth + 1);
                     arg.dynamic = true;
@@ -276,7 +300,16 @@ impl Walker<'_, '_> {
                     }
                 }
                 ast::IoFileRedirectTarget::ProcessSubstitution(_, sub) => self.list(&sub.list, depth),
-                ast::IoFileRedirectTarget::Fd(_) | ast::IoFileRedirectTarget::Duplicate(_) => {}
+                ast::IoFileRedirectTarget::Duplicate(w) => {
+                    // `>& file` writes to a file unless it names a descriptor.
+                    let arg = self.word(&w.value, depth);
+                    if matches!(kind, ast::IoFileRedirectKind::DuplicateOutput)
+                        && !arg.text.chars().all(|c| c.is_ascii_digit() || c == '-')
+                    {
+                        self.overwrite(&arg, &format!(">& {}", arg.text));
+                    }
+                }
+                ast::IoFileRedirectTarget::Fd(_) => {}
             },
             ast::IoRedirect::OutputAndError(w, append) => {
                 let arg = self.word(&w.value, depth);
@@ -322,7 +355,7 @@ impl Walker<'_, '_> {
             return;
         };
         let shown = || argv.iter().map(|a| a.text.as_str()).collect::<Vec<_>>().join(" ");
-        if program.dynamic {
+        if program.dynamic || program.text.contains(['*', '?', '[', '{']) {
             self.gate(shown(), "its program is known only when it runs");
             return;
         }
@@ -340,16 +373,39 @@ impl Walker<'_, '_> {
                 self.gate(shown(), "makes a file system, erasing the device")
             }
             "chmod" | "chown" | "chgrp" if words.iter().any(|w| recursive_flag(w)) => {
-                // The first operand is the mode or owner; the rest are paths.
-                let outside = rest
-                    .iter()
-                    .filter(|a| !a.text.starts_with('-'))
-                    .skip(1)
-                    .any(|a| !self.inside_workspace(a));
-                if outside {
-                    self.gate(shown(), format!("`{name} -R` reaches outside the workspace"));
+                // The first operand is the mode or owner (a mode may look like
+                // an option: `-w`); the rest are paths. Unless every one is
+                // known to be inside the workspace, it may reach outside.
+                let paths: Vec<&Arg> = rest.iter().filter(|a| !a.text.starts_with('-')).skip(1).collect();
+                let reference = words.iter().any(|w| w.starts_with("--reference"));
+                if paths.is_empty() || reference || paths.iter().any(|a| !self.inside_workspace(a)) {
+                    self.gate(shown(), format!("`{name} -R` may reach outside the workspace"));
                 }
             }
+            "cp" | "mv" | "install" => {
+                // Onto an existing file: its content is gone.
+                let targets: Vec<&Arg> = rest.iter().filter(|a| !a.text.starts_with('-')).collect();
+                if targets.len() >= 2
+                    && let Some(last) = targets.last()
+                    && !words.iter().any(|w| *w == "-n" || *w == "--no-clobber" || *w == "-t")
+                {
+                    let path = self.absolute(&last.text);
+                    if last.dynamic || ((self.ctx.exists)(&path) && !path.is_dir()) {
+                        self.gate(shown(), format!("`{name}` overwrites the existing file {}", last.text));
+                    }
+                }
+            }
+            "rsync"
+                if words
+                    .iter()
+                    .any(|w| w.starts_with("--delete") || *w == "--remove-source-files") =>
+            {
+                self.gate(shown(), "`rsync --delete` deletes files")
+            }
+            "source" | "." if rest.iter().any(|a| a.dynamic) || rest.is_empty() => {
+                self.gate(shown(), "runs a script known only when it runs")
+            }
+            "busybox" | "toybox" => self.argv(rest, heredocs, depth),
             "find" => self.find(argv, rest, depth),
             "git" => self.git(&shown(), &words),
             "tee"
@@ -365,11 +421,17 @@ impl Walker<'_, '_> {
                 if let Some(at) = words.iter().position(|w| {
                     *w == "-c" || (w.starts_with('-') && !w.starts_with("--") && short_flags(w).contains(&'c'))
                 }) {
-                    match rest.get(at + 1) {
+                    // The script is the first word after -c that is not an option.
+                    match rest[at + 1..].iter().find(|a| !a.text.starts_with('-')) {
                         Some(script) if !script.dynamic => self.script(&script.text, depth + 1),
                         _ => self.gate(shown(), "runs a script known only when it runs"),
                     }
-                } else if words.iter().all(|w| w.starts_with('-')) {
+                } else if words.iter().all(|w| w.starts_with('-')) || words.iter().any(|w| w.starts_with("/dev/")) {
+                    // The script comes on its input: a here-document is read;
+                    // a pipe or a here-string is not known here.
+                    if heredocs.is_empty() {
+                        self.gate(shown(), "runs a script from its input, which is not read here");
+                    }
                     for doc in heredocs {
                         self.script(doc, depth + 1);
                     }
@@ -383,6 +445,16 @@ impl Walker<'_, '_> {
                     self.script(&script.join(" "), depth + 1);
                 }
             }
+            "env" if words.iter().any(|w| *w == "-S" || w.starts_with("--split-string")) => {
+                match rest
+                    .iter()
+                    .skip_while(|a| a.text != "-S" && !a.text.starts_with("--split-string"))
+                    .nth(1)
+                {
+                    Some(script) if !script.dynamic => self.script(&script.text, depth + 1),
+                    _ => self.gate(shown(), "runs a command known only when it runs"),
+                }
+            }
             "sudo" | "doas" | "env" | "nice" | "nohup" | "time" | "command" | "exec" | "builtin" | "stdbuf"
             | "ionice" | "setsid" => {
                 let skip = wrapped_start(name, rest);
@@ -392,7 +464,11 @@ impl Walker<'_, '_> {
                 // timeout [options] DURATION COMMAND…; -s and -k take a value.
                 let mut i = 0;
                 while let Some(arg) = rest.get(i).filter(|a| a.text.starts_with('-')) {
-                    i += if matches!(arg.text.as_str(), "-s" | "-k") { 2 } else { 1 };
+                    i += if matches!(arg.text.as_str(), "-s" | "-k" | "--signal" | "--kill-after") {
+                        2
+                    } else {
+                        1
+                    };
                 }
                 self.argv(&rest[(i + 1).min(rest.len())..], heredocs, depth);
             }
@@ -437,8 +513,41 @@ impl Walker<'_, '_> {
             return;
         };
         let args = &words[i + 1..];
+        // `git -c alias.x='!cmd' x` runs a shell command.
+        if words[..i].iter().any(|w| w.contains('!') || w.contains("alias.")) {
+            self.gate(
+                shown,
+                "a git alias given on the command line runs commands not read here",
+            );
+            return;
+        }
+        // git accepts a long option cut short: `--har` is `--hard`.
+        let long = |full: &str, min: usize| {
+            args.iter()
+                .any(|a| a.len() >= min && full.starts_with(*a) && a.starts_with("--"))
+        };
         match *sub {
-            "reset" if args.contains(&"--hard") => self.gate(shown, "`git reset --hard` discards uncommitted work"),
+            "reset" if long("--hard", 4) || long("--merge", 4) || long("--keep", 4) => {
+                self.gate(shown, "`git reset --hard` discards uncommitted work")
+            }
+            "checkout"
+                if args
+                    .iter()
+                    .any(|a| *a == "--" || *a == "." || *a == "-f" || *a == "--force") =>
+            {
+                self.gate(shown, "`git checkout` over paths discards uncommitted changes")
+            }
+            "restore" => self.gate(shown, "`git restore` discards uncommitted changes"),
+            "stash" if matches!(args.first(), Some(&"clear") | Some(&"drop")) => {
+                self.gate(shown, "`git stash clear/drop` deletes stashed work")
+            }
+            "branch"
+                if args
+                    .iter()
+                    .any(|a| *a == "-D" || *a == "-d" || *a == "--delete" || a.contains('D')) =>
+            {
+                self.gate(shown, "`git branch -D` deletes a branch")
+            }
             "clean"
                 if !args
                     .iter()
@@ -454,6 +563,7 @@ impl Walker<'_, '_> {
                         || short_flags(a).contains(&'f')
                         || short_flags(a).contains(&'d')
                         || (a.starts_with('+') && a.len() > 1)
+                        || (a.starts_with(':') && a.len() > 1)
                 }) =>
             {
                 self.gate(shown, "a forced push rewrites the remote's history")
@@ -461,6 +571,43 @@ impl Walker<'_, '_> {
             _ => {}
         }
     }
+}
+
+/// Whether a script is too deep or too long to hand to the parser, whose
+/// recursion has no bound of its own (a stack overflow would abort aot).
+fn too_deep(text: &str) -> bool {
+    const LONGEST: usize = 64 * 1024;
+    const DEEPEST: usize = 64;
+    if text.len() > LONGEST {
+        return true;
+    }
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    for word in text.split(|c: char| c.is_whitespace() || c == ';') {
+        let opens = word.matches(['(', '{']).count()
+            + usize::from(matches!(
+                word,
+                "if" | "while" | "until" | "for" | "case" | "do" | "then"
+            ));
+        let closes = word.matches([')', '}']).count() + usize::from(matches!(word, "fi" | "done" | "esac"));
+        depth = (depth + opens).saturating_sub(closes);
+        deepest = deepest.max(depth + opens);
+    }
+    deepest > DEEPEST
+}
+
+/// A long script cut for a message.
+fn cut_for_show(text: &str) -> String {
+    let first: String = text.chars().take(80).collect();
+    if first.len() < text.len() {
+        format!("{first}…")
+    } else {
+        first
+    }
+}
+
+/// The source text of a word piece, where bash would find a command in it.
+fn raw_of(piece: &WordPieceWithSource) -> String {
+    format!("{:?}", piece.piece)
 }
 
 /// Whether a word is a recursive flag of chmod/chown/chgrp.
@@ -492,7 +639,27 @@ fn wrapped_start(wrapper: &str, rest: &[Arg]) -> usize {
         }
         // Options that take a value.
         let takes_value = match wrapper {
-            "sudo" => matches!(t, "-u" | "-g" | "-C" | "-D" | "-h" | "-p" | "-r" | "-t" | "-U"),
+            "sudo" => matches!(
+                t,
+                "-u" | "-g"
+                    | "-C"
+                    | "-D"
+                    | "-h"
+                    | "-p"
+                    | "-r"
+                    | "-t"
+                    | "-U"
+                    | "--user"
+                    | "--group"
+                    | "--chdir"
+                    | "--host"
+                    | "--prompt"
+                    | "--role"
+                    | "--type"
+                    | "--other-user"
+                    | "--close-from"
+            ),
+            "exec" => t == "-a",
             "env" => matches!(t, "-u" | "-C" | "-S"),
             "nice" => t == "-n",
             "stdbuf" => matches!(t, "-i" | "-o" | "-e"),

@@ -161,3 +161,61 @@ proptest::proptest! {
         let _ = classify(&command, &ctx);
     }
 }
+
+#[test]
+fn what_the_review_found_is_destructive() {
+    for command in [
+        "echo 'rm -rf x' | sh",
+        "bash <<< 'rm -rf x'",
+        "bash /dev/stdin <<< 'rm -rf x'",
+        "source <(echo rm -rf x)",
+        "bash -c -- 'rm -rf x'",
+        "bash -c -e 'rm -rf x'",
+        "echo ${X:-$(rm -rf x)}",
+        "echo $(( $(rm x) ))",
+        "[[ -n $(rm x) ]]",
+        "(( $(rm x) ))",
+        "case y in $(rm x)) true;; esac",
+        "/bin/r? x",
+        "/usr/bin/[r]m x",
+        "{rm,-rf,x}",
+        "$'\\x72m' -rf x",
+        "echo x >& existing.txt",
+        "git checkout -- .",
+        "git restore .",
+        "git stash clear",
+        "git branch -D main",
+        "git push origin :main",
+        "git reset --har",
+        "git -c alias.n='!rm -rf x' n",
+        "timeout --signal KILL 10 rm x",
+        "env -S 'rm -rf x'",
+        "sudo --user root rm x",
+        "exec -a f rm x",
+        "busybox rm x",
+        "chmod -R -w /etc",
+        "chown -R --reference=r /etc",
+        "cp /dev/null existing.txt",
+        "mv other existing.txt",
+        "rsync -a --delete src/ dst/",
+    ] {
+        assert!(destructive(command), "{command} is destructive");
+    }
+    for command in [
+        "bash -c 'cargo test'",
+        "git checkout main",
+        "cp a new-file.txt",
+        "echo x 2>&1",
+        "git branch feature",
+    ] {
+        assert_eq!(gates(command), Vec::<String>::new(), "{command} is not destructive");
+    }
+}
+
+#[test]
+fn a_deeply_nested_script_is_refused_without_reaching_the_parser() {
+    let deep = "{ ".repeat(5000) + "true";
+    assert!(gates(&deep).iter().any(|g| g.contains("too deeply")));
+    let long_if = "if true; then ".repeat(2000) + "true";
+    assert!(gates(&long_if).iter().any(|g| g.contains("too deeply")));
+}

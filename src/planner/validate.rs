@@ -162,13 +162,25 @@ pub fn only_gates(verdict: &Verdict) -> bool {
 /// (`BASH_ENV`, `BASH_FUNC_*`, `PATH`, `LD_PRELOAD`, …) or aot's own.
 fn safe_env_name(name: &str) -> bool {
     const DENIED: [&str; 12] = [
-        "PATH", "ENV", "BASH_ENV", "SHELLOPTS", "BASHOPTS", "IFS", "PS4", "PROMPT_COMMAND", "CDPATH", "GLOBIGNORE",
-        "PYTHONSTARTUP", "NODE_OPTIONS",
+        "PATH",
+        "ENV",
+        "BASH_ENV",
+        "SHELLOPTS",
+        "BASHOPTS",
+        "IFS",
+        "PS4",
+        "PROMPT_COMMAND",
+        "CDPATH",
+        "GLOBIGNORE",
+        "PYTHONSTARTUP",
+        "NODE_OPTIONS",
     ];
     let plain = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     plain
         && !DENIED.contains(&name)
-        && !["BASH_FUNC", "LD_", "DYLD_", "AOT_", "GIT_"].iter().any(|p| name.starts_with(p))
+        && !["BASH_FUNC", "LD_", "DYLD_", "AOT_", "GIT_"]
+            .iter()
+            .any(|p| name.starts_with(p))
 }
 
 /// The commands an atom runs, with the field each is in.
@@ -275,11 +287,23 @@ mod tests {
 
     #[test]
     fn labels_do_not_hide_a_blocked_program_and_env_cannot_change_the_shell() {
-        let v = verdict("a: { run: 'env git apply p.patch', tool: patch }", &["git"], None, false);
+        let v = verdict(
+            "a: { run: 'env git apply p.patch', tool: patch }",
+            &["git"],
+            None,
+            false,
+        );
         assert!(v.reasons.iter().any(|r| r.contains("runs `git`")), "{v:?}");
         let v = verdict("a: { run: 'for f in x; do git apply $f; done' }", &["git"], None, false);
         assert!(!v.passed(), "{v:?}");
-        for name in ["BASH_ENV", "BASH_FUNC_make%%", "PATH", "LD_PRELOAD", "AOT_STATE", "GIT_DIR"] {
+        for name in [
+            "BASH_ENV",
+            "BASH_FUNC_make%%",
+            "PATH",
+            "LD_PRELOAD",
+            "AOT_STATE",
+            "GIT_DIR",
+        ] {
             let plan = format!("a: {{ run: 'make test', env: {{ '{name}': x }} }}");
             assert!(!verdict(&plan, &[], None, false).passed(), "{name}");
         }
