@@ -258,6 +258,7 @@ fn draft(
     let law = aot::law::Context {
         workspace: &workspace,
         exists: &exists,
+        cwd: None,
     };
     let (none_tools, none_targets) = (Default::default(), Default::default());
     let mut tokens = 0;

@@ -719,9 +719,11 @@ fn off_the_loop<R>(f: impl FnOnce() -> R) -> R {
 
 /// The landings a journal says are owed an undo, in landing order: landed
 /// (`changes_landed`), then given up by a backtrack (as its `from` or in its
-/// `reset`), and not undone since (`changes_undone` of that atom). A reset or
-/// an overridden binding keeps the files, as a running loop does. A snapshot
-/// or compaction starts over: what came before it is not known.
+/// `reset`), and not undone since. A `changes_undone` of an atom settles its
+/// latest owed landing; an atom that lands again settles its owed ones (the
+/// new landing supersedes them: undoing the old one could revert it). A reset
+/// or an overridden binding keeps the files, as a running loop does. A
+/// snapshot or compaction starts over: what came before it is not known.
 pub fn owed_undos(records: &[Record]) -> Vec<(AtomId, crate::model::Changes)> {
     let mut landed: Vec<(AtomId, crate::model::Changes)> = Vec::new();
     let mut owed: Vec<(AtomId, crate::model::Changes)> = Vec::new();
@@ -731,7 +733,10 @@ pub fn owed_undos(records: &[Record]) -> Vec<(AtomId, crate::model::Changes)> {
                 landed.clear();
                 owed.clear();
             }
-            Event::ChangesLanded { atom, changes, .. } => landed.push((atom.clone(), changes.clone())),
+            Event::ChangesLanded { atom, changes, .. } => {
+                owed.retain(|(a, _)| a != atom);
+                landed.push((atom.clone(), changes.clone()));
+            }
             Event::AtomsReset { atoms } => landed.retain(|(a, _)| !atoms.contains(a)),
             Event::BindingOverridden { atom, .. } => landed.retain(|(a, _)| a != atom),
             Event::Backtracked { from, reset, .. } => {
@@ -741,7 +746,11 @@ pub fn owed_undos(records: &[Record]) -> Vec<(AtomId, crate::model::Changes)> {
                 landed = kept;
                 owed.extend(given_up);
             }
-            Event::ChangesUndone { atom, .. } => owed.retain(|(a, _)| a != atom),
+            Event::ChangesUndone { atom, .. } => {
+                if let Some(at) = owed.iter().rposition(|(a, _)| a == atom) {
+                    owed.remove(at);
+                }
+            }
             _ => {}
         }
     }
@@ -752,6 +761,106 @@ pub fn owed_undos(records: &[Record]) -> Vec<(AtomId, crate::model::Changes)> {
 mod tests {
     use std::sync::mpsc;
     use std::time::Duration;
+
+    use super::owed_undos;
+    use crate::journal::event::{Event, RECORD_VERSION, Record};
+    use crate::model::Changes;
+    use crate::model::time::Timestamp;
+
+    fn records(events: Vec<Event>) -> Vec<Record> {
+        events
+            .into_iter()
+            .enumerate()
+            .map(|(i, event)| Record {
+                v: RECORD_VERSION,
+                seq: i as u64 + 1,
+                at: Timestamp::from_millis(i as u64),
+                event,
+            })
+            .collect()
+    }
+
+    fn changes(after: &str) -> Changes {
+        Changes {
+            before: "b".into(),
+            after: after.into(),
+            ..Changes::default()
+        }
+    }
+
+    fn landed(atom: &str, after: &str) -> Event {
+        Event::ChangesLanded {
+            atom: atom.into(),
+            attempt: 1,
+            changes: changes(after),
+            commit: None,
+        }
+    }
+
+    fn given_up(from: &str) -> Event {
+        Event::Backtracked {
+            group: "fix".into(),
+            from: from.into(),
+            to: "other".into(),
+            reset: Vec::new(),
+        }
+    }
+
+    fn undone(atom: &str) -> Event {
+        Event::ChangesUndone {
+            atom: atom.into(),
+            changes: changes("reverse"),
+            kept: Vec::new(),
+            commit: None,
+        }
+    }
+
+    #[test]
+    fn a_start_owes_the_undos_of_given_up_landings_and_nothing_else() {
+        let owed = |events| {
+            owed_undos(&records(events))
+                .into_iter()
+                .map(|(a, c)| (a.to_string(), c.after))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            owed(vec![landed("pa", "t1"), given_up("pa")]),
+            [("pa".to_string(), "t1".to_string())]
+        );
+        assert!(
+            owed(vec![landed("pa", "t1"), given_up("pa"), undone("pa")]).is_empty(),
+            "settled"
+        );
+        assert!(
+            owed(vec![landed("pa", "t1"), given_up("pb")]).is_empty(),
+            "pa was not given up"
+        );
+        assert!(
+            owed(vec![landed("pa", "t1"), given_up("pa"), landed("pa", "t2")]).is_empty(),
+            "landing again supersedes the old landing"
+        );
+        assert_eq!(
+            owed(vec![
+                landed("pa", "t1"),
+                landed("pa", "t2"),
+                given_up("pa"),
+                undone("pa")
+            ]),
+            [("pa".to_string(), "t1".to_string())],
+            "one undo settles one landing, the latest"
+        );
+        assert!(
+            owed(vec![
+                landed("pa", "t1"),
+                Event::AtomsReset {
+                    atoms: vec!["pa".into()]
+                },
+                given_up("pa")
+            ])
+            .is_empty(),
+            "a reset keeps the files"
+        );
+    }
 
     /// On a runtime with one worker thread, a task blocked in store work must
     /// not hold up another task: here the blocked task waits for the other.

@@ -26,12 +26,16 @@ use brush_parser::word::{WordPiece, WordPieceWithSource};
 const DEPTH_MAX: usize = 8;
 
 /// What the classifier knows of the world.
+#[derive(Clone, Copy)]
 pub struct Context<'a> {
     /// The workspace's top folder (absolute): recursive permission changes
     /// inside it are not destructive.
     pub workspace: &'a Path,
     /// Whether a path (absolute) names an existing file.
     pub exists: &'a dyn Fn(&Path) -> bool,
+    /// Where the command runs, relative to the workspace (an atom's `cwd`):
+    /// relative paths in it resolve from there.
+    pub cwd: Option<&'a str>,
 }
 
 /// One destructive piece of a command.
@@ -342,7 +346,11 @@ impl Walker<'_, '_> {
     }
 
     fn absolute(&self, path: &str) -> PathBuf {
-        normalize(&self.ctx.workspace.join(path))
+        let base = match self.ctx.cwd {
+            Some(cwd) => self.ctx.workspace.join(cwd),
+            None => self.ctx.workspace.to_path_buf(),
+        };
+        normalize(&base.join(path))
     }
 
     fn inside_workspace(&self, arg: &Arg) -> bool {

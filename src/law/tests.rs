@@ -8,6 +8,7 @@ fn gates(command: &str) -> Vec<String> {
     let ctx = Context {
         workspace: Path::new("/work/ws"),
         exists: &exists,
+        cwd: None,
     };
     classify(command, &ctx).into_iter().map(|g| g.why).collect()
 }
@@ -143,6 +144,7 @@ fn each_destructive_piece_is_named_once_with_why() {
     let ctx = Context {
         workspace: Path::new("/w"),
         exists: &exists,
+        cwd: None,
     };
     let gates = classify("rm a; git reset --hard; echo done", &ctx);
     assert_eq!(gates.len(), 2, "{gates:?}");
@@ -157,7 +159,7 @@ proptest::proptest! {
     #[test]
     fn any_text_is_classified_without_panicking(command in "[a-z $'\"`(){};|&<>\\\\=*#!\\n-]{0,40}") {
         let exists = |_: &Path| true;
-        let ctx = Context { workspace: Path::new("/w"), exists: &exists };
+        let ctx = Context { workspace: Path::new("/w"), exists: &exists, cwd: None };
         let _ = classify(&command, &ctx);
     }
 }

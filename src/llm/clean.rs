@@ -22,17 +22,23 @@ pub fn without_thinking(reply: &str) -> &str {
     }
 }
 
-/// The body of the first code fence that holds a `{`.
+/// The body of the first code fence labelled `json`, else of the first that
+/// holds a `{`.
 fn fenced(text: &str) -> Option<&str> {
+    fences(text, true).or_else(|| fences(text, false))
+}
+
+fn fences(text: &str, json_only: bool) -> Option<&str> {
     let mut rest = text;
     while let Some(open) = rest.find("```") {
         let after = &rest[open + 3..];
         // The info string (`json`) runs to the end of the line.
+        let info = after.split('\n').next().unwrap_or("").trim();
         let body_start = after.find('\n').map_or(after.len(), |n| n + 1);
         let body = &after[body_start..];
         let close = body.find("```").unwrap_or(body.len());
         let inside = &body[..close];
-        if inside.contains('{') {
+        if inside.contains('{') && (!json_only || info.eq_ignore_ascii_case("json")) {
             return Some(inside);
         }
         if close == body.len() {
@@ -92,6 +98,10 @@ mod tests {
             ),
             ("```\n{\"a\": 1}\n```", r#"{"a": 1}"#),
             ("```text\nno json here\n```\n```json\n{\"a\": 2}\n```", r#"{"a": 2}"#),
+            (
+                "Run this:\n```bash\nfor f in *; do { echo; }; done\n```\n```json\n{\"a\": 3}\n```",
+                r#"{"a": 3}"#,
+            ),
             (
                 "Sure! {\"a\": \"quote \\\" and } brace\"} trailing words",
                 "{\"a\": \"quote \\\" and } brace\"}",

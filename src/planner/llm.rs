@@ -165,6 +165,7 @@ impl LlmPlanner {
         let law = crate::law::Context {
             workspace: &self.workspace,
             exists: &exists,
+            cwd: None,
         };
         let rules = Rules {
             blocked_tools: &state.run.ggs.blocked_tools,
@@ -180,13 +181,15 @@ impl LlmPlanner {
 }
 
 /// Why the next ask (a call and, if its answer does not parse, one repair
-/// re-ask: twice the prompt and twice the reply at worst) could pass the
+/// re-ask, whose prompt holds the first answer too: twice the prompt and
+/// three replies at worst, and a tenth more for the estimate) could pass the
 /// task's budget; `None` when it cannot.
 fn over_budget(state: &StateFile, messages: &[Message], model: &str) -> Option<String> {
     let c = &state.objective.constraints;
     let spend = &state.run.spend;
     let prompt: u64 = messages.iter().map(|m| estimate_tokens(&m.content) + 4).sum();
-    let (worst_prompt, worst_reply) = (2 * prompt, 2 * u64::from(PLAN_MAX_TOKENS));
+    let reply = u64::from(PLAN_MAX_TOKENS);
+    let (worst_prompt, worst_reply) = ((2 * prompt + reply) * 11 / 10, (2 * reply) * 11 / 10);
     if let Some(max) = c.max_tokens {
         let worst = worst_prompt + worst_reply;
         if spend.tokens + worst > max {

@@ -225,7 +225,10 @@ pub fn graft(
         }
         let mut id = format!("r{replan}-{name}");
         let mut n = 2;
-        while state.graph.atoms.contains_key(id.as_str()) {
+        let taken = |id: &str, ids: &IndexMap<&str, AtomId>| {
+            state.graph.atoms.contains_key(id) || ids.values().any(|given| given == id)
+        };
+        while taken(&id, &ids) {
             id = format!("r{replan}-{name}-{n}");
             n += 1;
         }

@@ -121,6 +121,11 @@ pub fn check(atoms: &IndexMap<AtomId, Atom>, extra: &[(&str, &str)], rules: &Rul
                 ));
             }
         }
+        // Relative paths in its commands resolve from its own `cwd`.
+        let here = law::Context {
+            cwd: atom.cwd.as_deref(),
+            ..*rules.law
+        };
         for (field, command) in commands(atom) {
             if let Some(tried) = rules.tried
                 && tried.contains(command.trim())
@@ -130,7 +135,7 @@ pub fn check(atoms: &IndexMap<AtomId, Atom>, extra: &[(&str, &str)], rules: &Rul
                     place(field)
                 ));
             }
-            for gate in law::classify(command, rules.law) {
+            for gate in law::classify(command, &here) {
                 verdict.gates.push((place(field), gate));
             }
         }
@@ -231,6 +236,7 @@ mod tests {
         let law = law::Context {
             workspace: Path::new("/w"),
             exists: &exists,
+            cwd: None,
         };
         let tools: BTreeSet<String> = blocked_tools.iter().map(|s| s.to_string()).collect();
         let targets: BTreeSet<String> = ["legacy".to_string()].into();
@@ -246,6 +252,31 @@ mod tests {
             law: &law,
         };
         check(&atoms(plan), &[], &rules)
+    }
+
+    #[test]
+    fn relative_paths_resolve_from_the_atoms_cwd() {
+        // README.md "exists" in the fake world (any folder): from `sub`, too.
+        let v = verdict("a: { run: 'echo x > README.md', cwd: sub }", &[], None, false);
+        assert!(!v.passed(), "{v:?}");
+        let exists = |p: &Path| p == Path::new("/w/sub/only-here.txt");
+        let law = law::Context {
+            workspace: Path::new("/w"),
+            exists: &exists,
+            cwd: None,
+        };
+        let none = BTreeSet::new();
+        let rules = Rules {
+            blocked_tools: &none,
+            blocked_targets: &none,
+            tried: None,
+            avoided: &[],
+            answers_target: None,
+            confirmed: &|_| false,
+            law: &law,
+        };
+        assert!(!check(&atoms("a: { run: 'echo x > only-here.txt', cwd: sub }"), &[], &rules).passed());
+        assert!(check(&atoms("a: { run: 'echo x > only-here.txt' }"), &[], &rules).passed());
     }
 
     #[test]

@@ -264,7 +264,7 @@ fn a_token_budget_too_small_for_the_call_abandons_before_making_it() {
 #[test]
 fn the_budget_is_checked_before_every_call_and_spend_is_shown_by_role_and_atom() {
     let env = TestEnv::new();
-    exhausting_with(&env, "max_tokens: 14000");
+    exhausting_with(&env, "max_tokens: 20000");
     std::fs::write(
         env.path("aot.yaml"),
         read(&env, "aot.yaml") + "llm:\n  prices:\n    fake-model: { input: 2.0, output: 8.0 }\n",
@@ -284,7 +284,7 @@ fn the_budget_is_checked_before_every_call_and_spend_is_shown_by_role_and_atom()
     assert!(
         status
             .stdout
-            .contains("spend      1 call, 8000 tokens, $0.0340 of max_tokens 14000"),
+            .contains("spend      1 call, 8000 tokens, $0.0340 of max_tokens 20000"),
         "{}",
         status.stdout
     );

@@ -173,3 +173,22 @@ fn what_cannot_be_grafted_is_refused_with_every_reason() {
     );
     let _ = FailureClass::Logical;
 }
+
+#[test]
+fn ids_given_in_one_plan_never_collide() {
+    let before =
+        state("r1-a: { run: 'true', status: solved, attempts: 1 }\nx: { run: 'false', status: failed, attempts: 1 }");
+    let grafted = graft(
+        &before,
+        Some(&"x".into()),
+        &proposal("a: { run: 'true' }\na-2: { run: 'true', deps: [a] }"),
+        1,
+        MacroState::ChangePath,
+        at(),
+    )
+    .expect("two names, two ids");
+    let mut ids = grafted.added.clone();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), grafted.added.len(), "{:?}", grafted.added);
+}
