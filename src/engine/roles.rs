@@ -32,6 +32,11 @@ use crate::model::{Changes, Criterion};
 use crate::state::{Atom, AtomId, Evidence, FailureClass, StateFile, Workers};
 use crate::steer::Recall;
 
+/// The variable naming the runner (its pid) that started a worker or the
+/// base case: what a killed runner left running is found by it
+/// (`workers::command::reap_orphans`).
+pub const RUNNER_VAR: &str = "AOT_RUNNER_PID";
+
 /// A boxed future a role returns (the traits stay object-safe).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 

@@ -855,7 +855,7 @@ impl Engine<'_> {
         env.push(("AOT_ATTEMPT".into(), attempt.to_string()));
         env.push(("AOT_STATE".into(), self.state_path().display().to_string()));
         // Which runner started it: a later runner stops what a killed one left.
-        env.push((crate::workers::RUNNER_VAR.into(), std::process::id().to_string()));
+        env.push((super::roles::RUNNER_VAR.into(), std::process::id().to_string()));
         if let Some(signal) = atom.and_then(|atom| {
             CorrectionSignal::after(atom_id, atom, attempt, corrections, self.roles.workspace.is_some())
         }) {

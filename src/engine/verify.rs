@@ -47,7 +47,7 @@ impl Engine<'_> {
             cwd: self.dir.clone(),
             env: vec![
                 ("AOT_STATE".into(), self.state_path().display().to_string()),
-                (crate::workers::RUNNER_VAR.into(), std::process::id().to_string()),
+                (super::roles::RUNNER_VAR.into(), std::process::id().to_string()),
             ],
             timeout: base.timeout(),
         };

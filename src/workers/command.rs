@@ -312,7 +312,7 @@ pub fn kill_all() {
 /// Returns how many processes there were. Linux (`/proc`); elsewhere nothing.
 pub fn reap_orphans(state: &std::path::Path) -> usize {
     let wanted = format!("AOT_STATE={}", state.display());
-    let runner_prefix = format!("{}=", super::RUNNER_VAR);
+    let runner_prefix = format!("{}=", crate::engine::roles::RUNNER_VAR);
     let me = std::process::id() as i32;
     let my_group = nix::unistd::getpgrp().as_raw();
     let stat_of = |pid: i32| -> Option<(i32, i32)> {

@@ -5,10 +5,6 @@
 //! `bash -c` in its own process group, output capture, cancellation.
 
 pub mod command;
-
-/// The variable naming the runner (its pid) that started a worker: what a
-/// killed runner left is found by it (`command::reap_orphans`).
-pub const RUNNER_VAR: &str = "AOT_RUNNER_PID";
 mod prompt;
 mod validator;
 mod worker;
