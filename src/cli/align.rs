@@ -228,12 +228,7 @@ fn draft(
 ) -> Result<(Objective, IndexMap<aot::model::AtomId, Atom>), CliError> {
     let model = endpoint.model.clone();
     let client = Client::new(endpoint, llm_timeout(), Retry::default()).map_err(CliError::new)?;
-    let folder = ctx
-        .state
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(std::path::Path::new("."));
-    let workspace = std::path::absolute(folder).unwrap_or_else(|_| folder.to_path_buf());
+    let workspace = super::folder_of(&ctx.state);
     let mut listing: Vec<String> = std::fs::read_dir(&workspace)
         .map(|entries| {
             entries
@@ -297,41 +292,33 @@ fn draft(
             None
         };
         let extra: Vec<(&str, &str)> = base.map(|c| ("objective.base_case.command", c)).into_iter().collect();
-        let mut confirmed = yes;
-        let preview = plan_check::check(
-            &model_atoms,
-            &extra,
-            &Rules {
-                blocked_tools: &none_tools,
-                blocked_targets: &none_targets,
-                tried: None,
-                avoided: &[],
-                answers_target: None,
-                confirmed: &|_| true,
-                law: &law,
-            },
-        );
-        if !confirmed && !preview.gates.is_empty() && std::io::stdin().is_terminal() {
+        let check = |confirmed: bool| {
+            plan_check::check(
+                &model_atoms,
+                &extra,
+                &Rules {
+                    blocked_tools: &none_tools,
+                    blocked_targets: &none_targets,
+                    tried: None,
+                    avoided: &[],
+                    answers_target: None,
+                    confirmed: &|_| confirmed,
+                    law: &law,
+                },
+            )
+        };
+        let mut verdict = check(yes);
+        if !yes && !verdict.gates.is_empty() && std::io::stdin().is_terminal() {
             errln!("The draft holds destructive commands (Law 1):");
-            for (place, gate) in &preview.gates {
+            for (place, gate) in &verdict.gates {
                 errln!("  {place}: `{}` — {}", gate.command, gate.why);
             }
-            confirmed = ask("Write them into the plan? [y/N]")
-                .is_some_and(|a| a.eq_ignore_ascii_case("y") || a.eq_ignore_ascii_case("yes"));
+            if ask("Write them into the plan? [y/N]")
+                .is_some_and(|a| a.eq_ignore_ascii_case("y") || a.eq_ignore_ascii_case("yes"))
+            {
+                verdict = check(true);
+            }
         }
-        let verdict = plan_check::check(
-            &model_atoms,
-            &extra,
-            &Rules {
-                blocked_tools: &none_tools,
-                blocked_targets: &none_targets,
-                tried: None,
-                avoided: &[],
-                answers_target: None,
-                confirmed: &|_| confirmed,
-                law: &law,
-            },
-        );
         problems.extend(verdict.reasons);
         if let Err(diagnostics) = document::check(&state, &ctx.label()) {
             problems.extend(diagnostics.errors.iter().map(|d| match &d.field {

@@ -298,6 +298,16 @@ pub fn clock_from_env() -> std::sync::Arc<dyn aot::model::time::Clock> {
 }
 
 /// Prints a warning line on stderr.
+/// The folder the state file is in, absolute: where commands run and what
+/// Law 1 calls the workspace.
+pub fn folder_of(state: &std::path::Path) -> std::path::PathBuf {
+    let folder = state
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    std::path::absolute(folder).unwrap_or_else(|_| folder.to_path_buf())
+}
+
 pub fn warn(message: &str) {
     errln!("warning: {message}");
 }

@@ -325,12 +325,7 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
         }
         let client = aot::llm::Client::new(endpoint, super::align::llm_timeout(), aot::llm::Retry::default())
             .map_err(CliError::new)?;
-        let folder = ctx
-            .state
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(std::path::Path::new("."));
-        let workspace = std::path::absolute(folder).unwrap_or_else(|_| folder.to_path_buf());
+        let workspace = super::folder_of(&ctx.state);
         let kept = store::Paths::new(&ctx.state).aot_dir.join("llm");
         roles.planner = Arc::new(
             aot::planner::llm::LlmPlanner::new(client, workspace.clone(), options.yes).keeping(kept, &workspace),

@@ -99,17 +99,7 @@ pub enum Refused {
 
 /// Returns `state` with planned (not yet journaled) events applied.
 fn with_events(state: &StateFile, events: &[Event], at: Timestamp) -> StateFile {
-    let mut after = state.clone();
-    for event in events {
-        let record = crate::journal::event::Record {
-            v: crate::journal::event::RECORD_VERSION,
-            seq: after.run.revision,
-            at,
-            event: event.clone(),
-        };
-        crate::journal::apply(&mut after, &record);
-    }
-    after
+    crate::journal::folded(state, events, at)
 }
 
 fn set_constraint(state: &mut StateFile, key: &str, value: &str) -> Result<(), Refused> {

@@ -323,6 +323,28 @@ pub fn apply(state: &mut StateFile, record: &Record) {
     state.run.revision = record.seq;
 }
 
+/// Applies events not journaled yet to a state and `views`, as records at the
+/// state's revision would (for plans that fold their own events as they make
+/// them: a redirect, a recovery, a graft).
+pub fn apply_planned(state: &mut StateFile, views: &mut [&mut dyn Fold], events: &[Event], at: Timestamp) {
+    for event in events {
+        let record = Record {
+            v: super::event::RECORD_VERSION,
+            seq: state.run.revision,
+            at,
+            event: event.clone(),
+        };
+        apply_with(state, views, &record);
+    }
+}
+
+/// `state` with events not journaled yet applied (see [`apply_planned`]).
+pub fn folded(state: &StateFile, events: &[Event], at: Timestamp) -> StateFile {
+    let mut after = state.clone();
+    apply_planned(&mut after, &mut [], events, at);
+    after
+}
+
 /// Applies one record to a state and then to `views` (the work graph, the
 /// correction history), all from the same effects.
 pub fn apply_with(state: &mut StateFile, views: &mut [&mut dyn Fold], record: &Record) {

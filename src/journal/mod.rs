@@ -9,4 +9,4 @@ pub mod wire;
 
 pub use event::{Event, Record};
 pub use file::{Compaction, Contents, Journal, JournalError, TornTail, from_bytes, path_for, read, same_file};
-pub use fold::{Effect, Fold, Folded, History, Reflection, apply, fold};
+pub use fold::{Effect, Fold, Folded, History, Reflection, apply, apply_planned, fold, folded};

@@ -13,7 +13,7 @@ use super::replan::{self, Proposal};
 use super::validate::{self as plan_check, Rules};
 use crate::engine::roles::{BoxFuture, Plan, PlanRequest, Planner};
 use crate::ggs::MacroState;
-use crate::journal::event::{Event, RECORD_VERSION, Record};
+use crate::journal::event::Event;
 use crate::llm::{CallError, Client, Message, Reply, Role, estimate_tokens};
 use crate::state::{AtomId, AtomStatus, StateFile};
 
@@ -226,21 +226,6 @@ fn tried_commands(state: &StateFile) -> BTreeSet<String> {
         .collect()
 }
 
-/// `state` with `events` folded in.
-fn folded(state: &StateFile, events: &[Event], at: crate::model::time::Timestamp) -> StateFile {
-    let mut state = state.clone();
-    for event in events {
-        let record = Record {
-            v: RECORD_VERSION,
-            seq: state.run.revision,
-            at,
-            event: event.clone(),
-        };
-        crate::journal::fold::apply_with(&mut state, &mut [], &record);
-    }
-    state
-}
-
 impl Planner for LlmPlanner {
     fn plan<'a>(&'a self, request: PlanRequest<'a>) -> BoxFuture<'a, Plan> {
         Box::pin(async move {
@@ -248,7 +233,7 @@ impl Planner for LlmPlanner {
                 Plan::Exhausted { events, message } => (events, message),
                 changes => return changes,
             };
-            let board = folded(request.state, &events, request.at);
+            let board = crate::journal::folded(request.state, &events, request.at);
             let answers = request.failures.first().map(|(atom, _)| atom.clone());
             if answers.is_none() && request.base_case.is_none() {
                 return Plan::Exhausted { events, message };
@@ -300,7 +285,7 @@ impl Planner for LlmPlanner {
                     let kept = self.keep(request.at, &messages, &calls).await;
                     for call in &calls {
                         let event = self.called(call, answers.as_ref(), &board, kept.clone());
-                        spent = folded(&spent, std::slice::from_ref(&event), request.at);
+                        crate::journal::apply_planned(&mut spent, &mut [], std::slice::from_ref(&event), request.at);
                         events.push(event);
                     }
                     last_reply = calls

@@ -20,7 +20,7 @@ pub mod validate;
 use crate::engine::roles::{BoxFuture, Plan, PlanRequest, Planner};
 use crate::ggs::MacroState;
 use crate::graph::{ChoiceOrder, Recovery, WorkGraph};
-use crate::journal::event::{Event, RECORD_VERSION, Record};
+use crate::journal::event::Event;
 use crate::model::text::last_lines;
 use crate::model::time::Timestamp;
 use crate::state::{AtomId, AtomStatus, StateFile, TrailEntry};
@@ -58,16 +58,8 @@ impl<'r> Board<'r> {
 
     /// Adds events to the plan and folds them into the scratch state and graph.
     fn apply(&mut self, events: Vec<Event>) {
-        for event in events {
-            let record = Record {
-                v: RECORD_VERSION,
-                seq: self.state.run.revision,
-                at: self.at,
-                event,
-            };
-            crate::journal::fold::apply_with(&mut self.state, &mut [&mut self.graph], &record);
-            self.events.push(record.event);
-        }
+        crate::journal::apply_planned(&mut self.state, &mut [&mut self.graph], &events, self.at);
+        self.events.extend(events);
     }
 
     /// The choice order over the scratch state, under `directive` if given.

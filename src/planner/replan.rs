@@ -21,7 +21,7 @@ use super::draft::fill;
 use crate::engine::roles::PlanRequest;
 use crate::ggs::MacroState;
 use crate::graph::WorkGraph;
-use crate::journal::event::{Event, RECORD_VERSION, Record};
+use crate::journal::event::Event;
 use crate::llm::Message;
 use crate::model::time::Timestamp;
 use crate::state::{Atom, AtomId, AtomStatus, Planned, StateFile};
@@ -416,16 +416,8 @@ impl Board {
     }
 
     fn apply(&mut self, events: Vec<Event>) {
-        for event in events {
-            let record = Record {
-                v: RECORD_VERSION,
-                seq: self.state.run.revision,
-                at: self.at,
-                event,
-            };
-            crate::journal::fold::apply_with(&mut self.state, &mut [], &record);
-            self.events.push(record.event);
-        }
+        crate::journal::apply_planned(&mut self.state, &mut [], &events, self.at);
+        self.events.extend(events);
     }
 }
 
