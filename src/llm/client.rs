@@ -44,34 +44,123 @@ impl Default for Retry {
 /// One chat message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
-    /// `system`, `user` or `assistant`.
+    /// `system`, `user`, `assistant` or `tool`.
     pub role: String,
-    /// The text.
+    /// The text (a tool's result, for `tool`).
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub content: String,
+    /// The tools an assistant message calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// For `tool`: the call this is the result of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.unwrap_or_default())
+}
+
+/// A function the model may call (native function calling).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Tool {
+    /// Always `function`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// The function.
+    pub function: ToolSpec,
+}
+
+/// A function's name, what it does, and its parameters as a JSON Schema.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolSpec {
+    /// The name the model calls.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// Its parameters (a JSON Schema object).
+    pub parameters: serde_json::Value,
+}
+
+impl Tool {
+    /// A function tool.
+    pub fn function(name: &str, description: &str, parameters: serde_json::Value) -> Self {
+        Self {
+            kind: "function",
+            function: ToolSpec {
+                name: name.into(),
+                description: description.into(),
+                parameters,
+            },
+        }
+    }
+}
+
+/// A call of a tool in an assistant message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The call's id, echoed by the tool message with its result.
+    pub id: String,
+    /// Always `function`.
+    #[serde(rename = "type", default = "function_kind")]
+    pub kind: String,
+    /// The function and its arguments.
+    pub function: FunctionCall,
+}
+
+fn function_kind() -> String {
+    "function".into()
+}
+
+/// A function called, with its arguments as the model wrote them (JSON text:
+/// untrusted, parsed and checked by whoever runs the tool).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionCall {
+    /// The function's name.
+    pub name: String,
+    /// Its arguments, a JSON object as text.
+    #[serde(default)]
+    pub arguments: String,
 }
 
 impl Message {
+    fn text(role: &str, content: impl Into<String>) -> Self {
+        Self {
+            role: role.into(),
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+
     /// A system message.
     pub fn system(content: impl Into<String>) -> Self {
-        Self {
-            role: "system".into(),
-            content: content.into(),
-        }
+        Self::text("system", content)
     }
 
     /// A user message.
     pub fn user(content: impl Into<String>) -> Self {
-        Self {
-            role: "user".into(),
-            content: content.into(),
-        }
+        Self::text("user", content)
     }
 
     /// An assistant message (a reply sent back, e.g. before a repair re-ask).
     pub fn assistant(content: impl Into<String>) -> Self {
+        Self::text("assistant", content)
+    }
+
+    /// The assistant's turn as it came: its text and the tools it called.
+    pub fn assistant_calls(content: impl Into<String>, tool_calls: Vec<ToolCall>) -> Self {
         Self {
-            role: "assistant".into(),
-            content: content.into(),
+            tool_calls,
+            ..Self::text("assistant", content)
+        }
+    }
+
+    /// A tool's result, answering the call `id`.
+    pub fn tool_result(id: &str, content: impl Into<String>) -> Self {
+        Self {
+            tool_call_id: Some(id.into()),
+            ..Self::text("tool", content)
         }
     }
 }
@@ -99,6 +188,8 @@ impl Usage {
 pub struct Reply {
     /// The message text.
     pub content: String,
+    /// The tools the model called (native function calling), in order.
+    pub tool_calls: Vec<ToolCall>,
     /// Tokens used.
     pub usage: Usage,
     /// The model that answered (as the reply names it).
@@ -154,6 +245,8 @@ struct ChatRequest<'a> {
     model: &'a str,
     messages: &'a [Message],
     max_tokens: u32,
+    #[serde(skip_serializing_if = "<[Tool]>::is_empty")]
+    tools: &'a [Tool],
 }
 
 #[derive(Deserialize)]
@@ -172,6 +265,8 @@ struct Choice {
 #[derive(Deserialize)]
 struct ChoiceMessage {
     content: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<ToolCall>,
 }
 
 #[derive(Deserialize)]
@@ -212,6 +307,18 @@ impl Client {
     /// Sends `messages` for `role` and returns the reply's text, retrying
     /// provider faults. `max_tokens` bounds the reply.
     pub async fn chat(&self, role: Role, messages: &[Message], max_tokens: u32) -> Result<Reply, CallError> {
+        self.chat_with_tools(role, messages, &[], max_tokens).await
+    }
+
+    /// Like [`Client::chat`], offering `tools` for the model to call: the
+    /// reply's `tool_calls` say which, with their arguments as written.
+    pub async fn chat_with_tools(
+        &self,
+        role: Role,
+        messages: &[Message],
+        tools: &[Tool],
+        max_tokens: u32,
+    ) -> Result<Reply, CallError> {
         let started = Instant::now();
         let attempts = AtomicU32::new(0);
         let backoff = ExponentialBuilder::default()
@@ -222,7 +329,7 @@ impl Client {
         let max_retry_after = self.retry.max_retry_after;
         let result = (|| async {
             attempts.fetch_add(1, Ordering::Relaxed);
-            self.attempt(role, messages, max_tokens).await
+            self.attempt(role, messages, tools, max_tokens).await
         })
         .retry(backoff)
         .when(|e: &Attempt| e.transient)
@@ -243,7 +350,12 @@ impl Client {
                 if reply.usage.prompt == 0 && reply.usage.completion == 0 {
                     reply.usage = Usage {
                         prompt: messages.iter().map(|m| estimate_tokens(&m.content) + 4).sum(),
-                        completion: estimate_tokens(&reply.content),
+                        completion: estimate_tokens(&reply.content)
+                            + reply
+                                .tool_calls
+                                .iter()
+                                .map(|c| estimate_tokens(&c.function.arguments) + 4)
+                                .sum::<u64>(),
                         estimated: true,
                     };
                 }
@@ -266,7 +378,13 @@ impl Client {
         }
     }
 
-    async fn attempt(&self, role: Role, messages: &[Message], max_tokens: u32) -> Result<Reply, Attempt> {
+    async fn attempt(
+        &self,
+        role: Role,
+        messages: &[Message],
+        tools: &[Tool],
+        max_tokens: u32,
+    ) -> Result<Reply, Attempt> {
         let url = self.endpoint.url();
         let mut request = self
             .http
@@ -276,6 +394,7 @@ impl Client {
                 model: &self.endpoint.model,
                 messages,
                 max_tokens,
+                tools,
             });
         if let Some(key) = self.endpoint.key() {
             request = request.bearer_auth(key);
@@ -310,13 +429,9 @@ impl Client {
             message: format!("{url} answered something that is not a chat completion: {e}"),
             retry_after: None,
         })?;
-        let content = parsed
-            .choices
-            .into_iter()
-            .next()
-            .and_then(|c| c.message)
-            .and_then(|m| m.content)
-            .unwrap_or_default();
+        let message = parsed.choices.into_iter().next().and_then(|c| c.message);
+        let (content, tool_calls) =
+            message.map_or_else(Default::default, |m| (m.content.unwrap_or_default(), m.tool_calls));
         let usage = parsed.usage.map_or_else(Usage::default, |u| Usage {
             prompt: u.prompt_tokens.unwrap_or(0),
             completion: u.completion_tokens.unwrap_or(0),
@@ -324,6 +439,7 @@ impl Client {
         });
         Ok(Reply {
             content,
+            tool_calls,
             usage,
             model: parsed.model.unwrap_or_else(|| self.endpoint.model.clone()),
             latency: Duration::ZERO,

@@ -13,7 +13,9 @@
 pub mod clean;
 mod client;
 
-pub use client::{CallError, Client, Message, Reply, Retry, Usage, estimate_tokens};
+pub use client::{
+    CallError, Client, FunctionCall, Message, Reply, Retry, Tool, ToolCall, ToolSpec, Usage, estimate_tokens,
+};
 
 use std::fmt;
 

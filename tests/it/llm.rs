@@ -175,3 +175,59 @@ fn usage_is_estimated_and_marked_when_the_reply_has_none() {
         reply.usage
     );
 }
+
+#[test]
+fn tools_are_offered_called_and_their_results_sent_back() {
+    let call = Step::Reply {
+        status: 200,
+        headers: Vec::new(),
+        body: serde_json::json!({
+            "model": "fake-model",
+            "choices": [{"message": {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "write_file", "arguments": "{\"path\": \"a.txt\", \"content\": \"hi\"}"}}
+            ]}}],
+            "usage": {"prompt_tokens": 50, "completion_tokens": 10}
+        })
+        .to_string(),
+    };
+    let server = FakeLlm::start(vec![call, Step::chat("done\nsummary: wrote a.txt")]);
+    let client = client(&server, 1);
+    let tools = [aot::llm::Tool::function(
+        "write_file",
+        "Write a file",
+        serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}, "required": ["path", "content"]}),
+    )];
+    let runtime = runtime();
+    let mut messages = vec![Message::system("s"), Message::user("write a.txt")];
+    let first = runtime
+        .block_on(client.chat_with_tools(Role::Worker, &messages, &tools, 500))
+        .unwrap();
+    assert_eq!(first.content, "");
+    assert_eq!(first.tool_calls.len(), 1);
+    assert_eq!(first.tool_calls[0].function.name, "write_file");
+    let args: serde_json::Value = serde_json::from_str(&first.tool_calls[0].function.arguments).unwrap();
+    assert_eq!(args["path"], "a.txt");
+    messages.push(Message::assistant_calls(
+        first.content.clone(),
+        first.tool_calls.clone(),
+    ));
+    messages.push(Message::tool_result(&first.tool_calls[0].id, "wrote 2 bytes"));
+    let second = runtime
+        .block_on(client.chat_with_tools(Role::Worker, &messages, &tools, 500))
+        .unwrap();
+    assert!(second.tool_calls.is_empty());
+    let seen = server.seen();
+    assert_eq!(seen[0].body["tools"][0]["function"]["name"], "write_file");
+    assert_eq!(seen[0].header("x-aot-role"), Some("worker"));
+    let sent = &seen[1].body["messages"];
+    assert_eq!(sent[2]["tool_calls"][0]["id"], "call_1");
+    assert_eq!(sent[3]["role"], "tool");
+    assert_eq!(sent[3]["tool_call_id"], "call_1");
+    assert_eq!(sent[3]["content"], "wrote 2 bytes");
+    // A plain chat offers no tools at all.
+    let server = FakeLlm::start(vec![Step::chat("x")]);
+    runtime
+        .block_on(self::client(&server, 1).chat(Role::Planner, &[Message::user("u")], 10))
+        .unwrap();
+    assert!(server.seen()[0].body.get("tools").is_none());
+}
