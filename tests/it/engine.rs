@@ -227,6 +227,27 @@ fn a_runner_compacts_its_journal_past_the_size_and_runs_on() {
     assert_eq!(aot::journal::fold(&journal.records).as_ref(), Some(&state));
 }
 
+/// Two failing alternatives whose tool `sh` gets blocked, and a base case
+/// that needs the file `done`: the written plan runs out at once.
+const EXHAUSTING: &str = "version: 2\nobjective:\n  goal: g\n  background_intent: b\n  deliverables: d\n  definition_of_done: done\n  base_case: { command: 'test -f done' }\n  constraints: { max_retries: 0, isolation: none }\ngraph:\n  atoms:\n    fix:\n      or: [a, b]\n    a:\n      run: 'false'\n      tool: sh\n    b:\n      run: 'exit 1'\n      tool: sh\n";
+
+/// Command workers and the LLM planner asking the scripted `server`.
+fn planner_roles(env: &TestEnv, server: &crate::fake_llm::FakeLlm) -> Roles {
+    let client = aot::llm::Client::new(
+        aot::llm::Endpoint::new(&server.base, "fake-model", None),
+        std::time::Duration::from_secs(5),
+        aot::llm::Retry::default(),
+    )
+    .unwrap();
+    let mut roles = roles(Arc::new(CommandWorker::default()));
+    roles.planner = Arc::new(aot::planner::llm::LlmPlanner::new(
+        client,
+        env.dir.path().to_path_buf(),
+        false,
+    ));
+    roles
+}
+
 /// Answers every question with `yes`, keeping the questions.
 struct Answers {
     yes: bool,
@@ -246,28 +267,14 @@ impl Observer for Answers {
 fn a_replans_destructive_command_is_asked_about_and_runs_on_a_yes_without_a_new_call() {
     use crate::fake_llm::{FakeLlm, Step};
     let env = TestEnv::new();
-    env.write(
-        "aot.yaml",
-        "version: 2\nobjective:\n  goal: g\n  background_intent: b\n  deliverables: d\n  definition_of_done: done\n  base_case: { command: 'test -f done' }\n  constraints: { max_retries: 0, isolation: none }\ngraph:\n  atoms:\n    fix:\n      or: [a, b]\n    a:\n      run: 'false'\n      tool: sh\n    b:\n      run: 'exit 1'\n      tool: sh\n",
-    );
+    env.write("aot.yaml", EXHAUSTING);
     env.write("junk", "old\n");
     let plan =
         r#"{"atoms": {"w": {"run": "rm -f junk && touch done", "tool": "shell"}}, "rationale": "clean and finish"}"#;
     for yes in [true, false] {
         let _ = std::fs::remove_file(env.path("aot.yaml.journal.jsonl"));
         let server = FakeLlm::start(vec![Step::chat(plan), Step::chat(plan), Step::chat(plan)]);
-        let client = aot::llm::Client::new(
-            aot::llm::Endpoint::new(&server.base, "fake-model", None),
-            std::time::Duration::from_secs(5),
-            aot::llm::Retry::default(),
-        )
-        .unwrap();
-        let mut roles = roles(Arc::new(CommandWorker::default()));
-        roles.planner = Arc::new(aot::planner::llm::LlmPlanner::new(
-            client,
-            env.dir.path().to_path_buf(),
-            false,
-        ));
+        let roles = planner_roles(&env, &server);
         let mut answers = Answers { yes, asked: Vec::new() };
         let (ended, _) = run(&env, roles, &mut answers);
         assert_eq!(answers.asked.len(), 1, "asked once: {:?}", answers.asked);
@@ -291,10 +298,7 @@ fn a_replans_destructive_command_is_asked_about_and_runs_on_a_yes_without_a_new_
             break;
         }
         // Start over for the `no` case.
-        env.write(
-            "aot.yaml",
-            "version: 2\nobjective:\n  goal: g\n  background_intent: b\n  deliverables: d\n  definition_of_done: done\n  base_case: { command: 'test -f done' }\n  constraints: { max_retries: 0, isolation: none }\ngraph:\n  atoms:\n    fix:\n      or: [a, b]\n    a:\n      run: 'false'\n      tool: sh\n    b:\n      run: 'exit 1'\n      tool: sh\n",
-        );
+        env.write("aot.yaml", EXHAUSTING);
         let _ = std::fs::remove_file(env.path("done"));
         env.write("junk", "old\n");
     }
@@ -304,10 +308,7 @@ fn a_replans_destructive_command_is_asked_about_and_runs_on_a_yes_without_a_new_
 fn a_planner_that_keeps_proposing_new_destructive_commands_is_bounded() {
     use crate::fake_llm::{FakeLlm, Step};
     let env = TestEnv::new();
-    env.write(
-        "aot.yaml",
-        "version: 2\nobjective:\n  goal: g\n  background_intent: b\n  deliverables: d\n  definition_of_done: done\n  base_case: { command: 'test -f done' }\n  constraints: { max_retries: 0, isolation: none }\ngraph:\n  atoms:\n    fix:\n      or: [a, b]\n    a:\n      run: 'false'\n      tool: sh\n    b:\n      run: 'exit 1'\n      tool: sh\n",
-    );
+    env.write("aot.yaml", EXHAUSTING);
     let plans: Vec<Step> = (1..=12)
         .map(|n| {
             Step::chat(&format!(
@@ -316,18 +317,7 @@ fn a_planner_that_keeps_proposing_new_destructive_commands_is_bounded() {
         })
         .collect();
     let server = FakeLlm::start(plans);
-    let client = aot::llm::Client::new(
-        aot::llm::Endpoint::new(&server.base, "fake-model", None),
-        std::time::Duration::from_secs(5),
-        aot::llm::Retry::default(),
-    )
-    .unwrap();
-    let mut roles = roles(Arc::new(CommandWorker::default()));
-    roles.planner = Arc::new(aot::planner::llm::LlmPlanner::new(
-        client,
-        env.dir.path().to_path_buf(),
-        false,
-    ));
+    let roles = planner_roles(&env, &server);
     let mut answers = Answers {
         yes: false,
         asked: Vec::new(),
