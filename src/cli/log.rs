@@ -206,6 +206,53 @@ pub fn describe(record: &Record, verbose: bool) -> Option<String> {
                 .as_deref()
                 .map_or(String::new(), |e| format!(", failed: {}", first_line(e)))
         ),
+        Event::ToolCalled {
+            atom,
+            attempt,
+            tool,
+            input,
+            refused: Some(why),
+            ..
+        } => format!("  ⛔ {atom} attempt {attempt}: {tool} `{input}` refused: {why}"),
+        Event::ToolCalled {
+            atom,
+            tool,
+            input,
+            exit_code,
+            ..
+        } if verbose => format!(
+            "  ⚒ {atom}: {tool} `{input}`{}",
+            exit_code.map_or(String::new(), |c| format!(" → exit {c}"))
+        ),
+        Event::AgentRan {
+            atom,
+            attempt,
+            worker,
+            turns,
+            tool_calls,
+            refusals,
+        } if verbose => format!(
+            "  {atom} attempt {attempt} worked by {worker}: {turns} turn{}, {tool_calls} tool call{}{}",
+            if *turns == 1 { "" } else { "s" },
+            if *tool_calls == 1 { "" } else { "s" },
+            if *refusals > 0 {
+                format!(" ({refusals} refused)")
+            } else {
+                String::new()
+            }
+        ),
+        Event::CriterionJudged {
+            atom,
+            criterion,
+            passed,
+            evidence,
+            ..
+        } => format!(
+            "  ⚖ {} {criterion}: {} — {}",
+            atom.as_deref().unwrap_or("objective"),
+            if *passed { "holds" } else { "fails" },
+            first_line(evidence)
+        ),
         Event::WorkspaceRecovered { changes } => format!(
             "  ↶ put back what a killed run's attempt had changed: {changes} (its tree is {} in git)",
             changes.after

@@ -11,7 +11,7 @@ use aot::journal::event::{Event, Record};
 use aot::planner::Alternatives;
 use aot::state::{AtomStatus, CommitPolicy, Isolation, StateFile};
 use aot::store::{self, Notice, Store};
-use aot::workers::{CommandValidator, CommandWorker};
+use aot::workers::{CommandValidator, CommandWorker, LlmWorker};
 use aot::workspace::GitWorkspace;
 use tokio_util::sync::CancellationToken;
 
@@ -261,6 +261,14 @@ fn summary(state: &StateFile, ended: &Ended, elapsed: std::time::Duration) -> St
         }
         Ended::Paused => out.push_str("  paused      after one iteration; `aot step` or `aot start` continues\n"),
     }
+    // What models cost and how agent atoms were worked, as `aot status` shows it.
+    let spend = super::ui::status::spend(state);
+    for (i, line) in spend.trim().lines().enumerate() {
+        match line.strip_prefix("spend") {
+            Some(total) if i == 0 => out.push_str(&format!("  spend      {total}\n")),
+            _ => out.push_str(&format!("              {}\n", line.trim_start())),
+        }
+    }
     out
 }
 
@@ -288,6 +296,36 @@ pub fn step(ctx: &Context, args: StepArgs) -> Result<i32, CliError> {
     )
 }
 
+/// A client for `role`'s tier as configured (`None`: no model for it); the
+/// file's `llm:` section names the tier's model over the environment's.
+fn client_for(
+    tiers: &aot::llm::Tiers,
+    role: aot::llm::Role,
+    declared: Option<&aot::state::StateFile>,
+    unpriced: &mut std::collections::BTreeSet<String>,
+) -> Result<Option<aot::llm::Client>, CliError> {
+    let Some(endpoint) = tiers.for_role(role) else {
+        return Ok(None);
+    };
+    let mut endpoint = endpoint.clone();
+    let settings = declared.and_then(|s| s.llm.clone()).unwrap_or_default();
+    let named = match role.tier() {
+        aot::llm::Tier::Brain => settings.brain.clone(),
+        aot::llm::Tier::Tool => settings.tool.clone(),
+    };
+    if let Some(model) = named {
+        endpoint.model = model;
+    }
+    if declared.is_some_and(|s| s.objective.constraints.max_cost.is_some())
+        && !settings.prices.contains_key(&endpoint.model)
+    {
+        unpriced.insert(endpoint.model.clone());
+    }
+    aot::llm::Client::new(endpoint, super::align::llm_timeout(), aot::llm::Retry::default())
+        .map(Some)
+        .map_err(CliError::new)
+}
+
 fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
     // Atoms inherit aot's environment: a secret in it must not come back
     // through their output into the file, the journal or the memory.
@@ -296,40 +334,39 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
         .collect();
     options.secrets = aot::model::secret::secret_values(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     let mut roles = Roles {
-        worker: Arc::new(CommandWorker {
-            agent_override: std::env::var("AOT_AGENT_CMD").ok().filter(|c| !c.trim().is_empty()),
-        }),
+        worker: Arc::new(CommandWorker::default()),
         validator: Arc::new(CommandValidator),
         planner: Arc::new(Alternatives),
         workspace: None,
     };
     // With a model for the brain tier, the planner asks it once the written
-    // alternatives run out.
+    // alternatives run out; with one for the tool tier, agent atoms without
+    // an agent command are worked by the built-in worker.
     let tiers = aot::llm::Tiers::from_env(|name| std::env::var(name).ok()).map_err(CliError::new)?;
-    if let Some(endpoint) = tiers.for_role(aot::llm::Role::Planner) {
-        let mut endpoint = endpoint.clone();
-        let declared = aot::state::document::read(&ctx.state).ok().map(|d| d.state);
-        let settings = declared.as_ref().and_then(|s| s.llm.clone()).unwrap_or_default();
-        if let Some(model) = settings.brain.clone() {
-            endpoint.model = model;
-        }
-        if declared
-            .as_ref()
-            .is_some_and(|s| s.objective.constraints.max_cost.is_some())
-            && !settings.prices.contains_key(&endpoint.model)
-        {
-            warn(&format!(
-                "max_cost is set but llm.prices has no price for `{}`: its calls count against max_tokens only",
-                endpoint.model
-            ));
-        }
-        let client = aot::llm::Client::new(endpoint, super::align::llm_timeout(), aot::llm::Retry::default())
-            .map_err(CliError::new)?;
-        let workspace = super::folder_of(&ctx.state);
-        let kept = store::Paths::new(&ctx.state).aot_dir.join("llm");
+    let declared = aot::state::document::read(&ctx.state).ok().map(|d| d.state);
+    let folder = super::folder_of(&ctx.state);
+    let kept = store::Paths::new(&ctx.state).aot_dir.join("llm");
+    let mut unpriced = std::collections::BTreeSet::new();
+    if let Some(client) = client_for(&tiers, aot::llm::Role::Planner, declared.as_ref(), &mut unpriced)? {
         roles.planner = Arc::new(
-            aot::planner::llm::LlmPlanner::new(client, workspace.clone(), options.yes).keeping(kept, &workspace),
+            aot::planner::llm::LlmPlanner::new(client, folder.clone(), options.yes).keeping(kept.clone(), &folder),
         );
+    }
+    let worker = CommandWorker {
+        agent_override: std::env::var("AOT_AGENT_CMD").ok().filter(|c| !c.trim().is_empty()),
+        llm: client_for(&tiers, aot::llm::Role::Worker, declared.as_ref(), &mut unpriced)?.map(|client| {
+            let turns = std::env::var("AOT_WORKER_TURNS")
+                .ok()
+                .and_then(|t| t.parse().ok())
+                .unwrap_or(aot::workers::llm::MAX_TURNS);
+            Arc::new(LlmWorker::new(client, turns).keeping(kept.clone(), &folder))
+        }),
+    };
+    roles.worker = Arc::new(worker);
+    for model in unpriced {
+        warn(&format!(
+            "max_cost is set but llm.prices has no price for `{model}`: its calls count against max_tokens only"
+        ));
     }
     options.memory = Some(ctx.memory_path());
     // For tests: the Dreamer's period in milliseconds (default 5 minutes).

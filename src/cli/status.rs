@@ -69,7 +69,7 @@ pub fn run(ctx: &Context, _args: Args) -> Result<i32, CliError> {
     }
     out!("{}", status::render(&ctx.label(), &seen.state));
     out!("{}", provenance(&seen, now));
-    out!("{}", spend(&seen.state));
+    out!("{}", status::spend(&seen.state));
     if !kept.is_empty() {
         let mut text = String::from(
             "\nkept       failed attempts' trees (--keep-failed), to inspect; `git worktree remove PATH` when done:\n",
@@ -80,48 +80,6 @@ pub fn run(ctx: &Context, _args: Args) -> Result<i32, CliError> {
         out!("{text}");
     }
     Ok(EXIT_OK)
-}
-
-/// What calls to models cost, in all and by role and atom ("" when none were made).
-fn spend(state: &aot::state::StateFile) -> String {
-    let spend = &state.run.spend;
-    if spend.is_empty() {
-        return String::new();
-    }
-    let c = &state.objective.constraints;
-    let tally = |calls: u32, tokens: u64, cost: f64| {
-        let mut t = format!("{calls} call{}, {tokens} tokens", if calls == 1 { "" } else { "s" });
-        if cost > 0.0 {
-            let _ = write!(t, ", ${cost:.4}");
-        }
-        t
-    };
-    let mut out = format!(
-        "
-spend      {}",
-        tally(spend.calls, spend.tokens, spend.cost)
-    );
-    if spend.estimated {
-        out.push_str(" (some tokens estimated)");
-    }
-    let mut limits = Vec::new();
-    if let Some(max) = c.max_tokens {
-        limits.push(format!("max_tokens {max}"));
-    }
-    if let Some(max) = c.max_cost {
-        limits.push(format!("max_cost ${max}"));
-    }
-    if !limits.is_empty() {
-        let _ = write!(out, " of {}", limits.join(", "));
-    }
-    out.push('\n');
-    for (role, t) in &spend.by_role {
-        let _ = writeln!(out, "  {role:<10} {}", tally(t.calls, t.tokens, t.cost));
-    }
-    for (atom, t) in &spend.by_atom {
-        let _ = writeln!(out, "  for {atom}: {}", tally(t.calls, t.tokens, t.cost));
-    }
-    out
 }
 
 /// The facts about where the picture comes from, as `--json` fields.

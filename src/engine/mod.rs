@@ -175,6 +175,11 @@ pub struct Engine<'a> {
     landed: indexmap::IndexMap<AtomId, crate::model::Changes>,
     /// Landings a backtrack gave up, to undo before anything else runs.
     to_undo: Vec<(AtomId, crate::model::Changes)>,
+    /// Where roles report while they work (handed to them in assignments),
+    /// the records' way in, and the budget meter they spend under.
+    reporter: roles::Reporter,
+    reports: tokio::sync::mpsc::UnboundedReceiver<roles::Report>,
+    meter: Arc<roles::Meter>,
 }
 
 impl<'a> Engine<'a> {
@@ -195,6 +200,10 @@ impl<'a> Engine<'a> {
         let history = crate::journal::read(&store.paths().journal)
             .map(|contents| History::of(&contents.records))
             .unwrap_or_default();
+        let (sender, reports) = tokio::sync::mpsc::unbounded_channel();
+        let meter = Arc::new(roles::Meter::default());
+        let c = &state.objective.constraints;
+        meter.set(&state.run.spend, c.max_tokens, c.max_cost);
         Self {
             store,
             state,
@@ -220,6 +229,9 @@ impl<'a> Engine<'a> {
             megram_seq: 0,
             landed: indexmap::IndexMap::new(),
             to_undo: Vec::new(),
+            reporter: roles::Reporter::new(sender, Arc::clone(&meter)),
+            reports,
+            meter,
         }
     }
 
@@ -284,6 +296,29 @@ impl<'a> Engine<'a> {
         }
         if self.state.control.stop_requested {
             self.cancel.cancel();
+        }
+        let c = &self.state.objective.constraints;
+        self.meter.set(&self.state.run.spend, c.max_tokens, c.max_cost);
+    }
+
+    /// Journals one record a role reported while it worked (and any that
+    /// came with it), then releases the budget held for their calls.
+    fn take_report(&mut self, first: roles::Report) -> Result<(), EngineError> {
+        let mut reports = vec![first];
+        while let Ok(more) = self.reports.try_recv() {
+            reports.push(more);
+        }
+        let (events, holds): (Vec<Event>, Vec<_>) = reports.into_iter().map(|r| (r.event, r.hold)).unzip();
+        self.record(events)?;
+        drop(holds);
+        Ok(())
+    }
+
+    /// Journals whatever roles reported and the loop has not taken in yet.
+    fn take_reports(&mut self) -> Result<(), EngineError> {
+        match self.reports.try_recv() {
+            Ok(first) => self.take_report(first),
+            Err(_) => Ok(()),
         }
     }
 
@@ -616,6 +651,11 @@ impl<'a> Engine<'a> {
             return self
                 .stop(StopReason::Completed, "the base case holds".into(), Some(evidence))
                 .map(Some);
+        }
+        if let Some(message) = round.over_budget {
+            let message = format!("GGS abandoned the task: {message}");
+            self.remember_end(false, &message);
+            return self.stop(StopReason::Abandoned, message, None).map(Some);
         }
         if round.cancelled {
             return self.stop_manual().map(Some);

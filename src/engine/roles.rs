@@ -55,10 +55,18 @@ pub struct Assignment {
     /// The environment: the atom's `env`, the bindings of its dependencies,
     /// `AOT_ATOM`, `AOT_ATTEMPT`, `AOT_STATE` and, on a retry, `AOT_CORRECTION`.
     pub env: Vec<(String, String)>,
+    /// The workspace's top folder for this attempt: the state file's
+    /// directory (in the attempt's copy of the tree, with isolation). A
+    /// built-in worker's file tools stay inside it.
+    pub root: PathBuf,
     /// The state file's `workers` section.
     pub workers: Option<Workers>,
+    /// The state file's `llm:` section (models and prices).
+    pub llm: Option<crate::state::LlmSettings>,
     /// What an agent is told beyond its task.
     pub brief: Brief,
+    /// Where the roles' records go while they work, and the budget they spend.
+    pub report: Reporter,
 }
 
 /// What an agent is told about the task around its atom.
@@ -77,6 +85,173 @@ pub struct Brief {
     /// Attempts are isolated: a failed attempt's changes were discarded, so
     /// the tree is as the last landed work left it.
     pub isolated: bool,
+    /// GGS's blocked tools: a built-in worker refuses to run them.
+    pub blocked_tools: Vec<String>,
+    /// Destructive commands (Law 1) may run: the user said `--yes`.
+    pub confirmed: bool,
+}
+
+/// What a role reports while it works — each model call, each tool call,
+/// each verdict — journaled by the engine as it comes (before the attempt's
+/// end), and the [`Meter`] that keeps the task's budgets across the roles
+/// working side by side.
+#[derive(Clone, Default)]
+pub struct Reporter {
+    sender: Option<tokio::sync::mpsc::UnboundedSender<Report>>,
+    meter: Arc<Meter>,
+}
+
+impl std::fmt::Debug for Reporter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reporter").finish_non_exhaustive()
+    }
+}
+
+/// One record a role reports, with the budget it held for the call it
+/// records: released once the record is journaled (and so counted).
+pub struct Report {
+    /// The record.
+    pub event: Event,
+    /// The budget held for it.
+    pub hold: Option<Hold>,
+}
+
+impl Reporter {
+    /// A reporter sending to `sender`, spending under `meter`.
+    pub fn new(sender: tokio::sync::mpsc::UnboundedSender<Report>, meter: Arc<Meter>) -> Self {
+        Self {
+            sender: Some(sender),
+            meter,
+        }
+    }
+
+    /// Reports `event`; `hold` is released once it is journaled.
+    pub fn send(&self, event: Event, hold: Option<Hold>) {
+        if let Some(sender) = &self.sender {
+            // A run that ended no longer journals; the hold is released on drop.
+            let _ = sender.send(Report { event, hold });
+        }
+    }
+
+    /// Holds the worst case of a call (`tokens`, `cost` when priced) under
+    /// the task's budgets; `Err` says which budget it could pass.
+    pub fn hold(&self, role: &str, tokens: u64, cost: Option<f64>) -> Result<Hold, String> {
+        self.meter.hold(role, tokens, cost)
+    }
+
+    /// Why no call may be made at all (a budget already spent); `None` when one may.
+    pub fn spent_out(&self) -> Option<String> {
+        self.meter.spent_out()
+    }
+}
+
+/// The task's model budgets (`max_tokens`, `max_cost`) across roles that
+/// call side by side: what the journal counts as spent, plus the worst case
+/// of every call in flight. A call is made only when its worst case fits.
+#[derive(Debug, Default)]
+pub struct Meter(std::sync::Mutex<Metered>);
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Metered {
+    spent_tokens: u64,
+    spent_cost: f64,
+    held_tokens: u64,
+    held_cost: f64,
+    max_tokens: Option<u64>,
+    max_cost: Option<f64>,
+}
+
+impl Meter {
+    /// What the journal counts as spent, and the budgets as the file has them now.
+    pub fn set(&self, spend: &crate::state::Spend, max_tokens: Option<u64>, max_cost: Option<f64>) {
+        if let Ok(mut m) = self.0.lock() {
+            m.spent_tokens = spend.tokens;
+            m.spent_cost = spend.cost;
+            m.max_tokens = max_tokens;
+            m.max_cost = max_cost;
+        }
+    }
+
+    fn hold(self: &Arc<Self>, role: &str, tokens: u64, cost: Option<f64>) -> Result<Hold, String> {
+        let Ok(mut m) = self.0.lock() else {
+            return Err("the budget meter is unusable".into());
+        };
+        if let Some(max) = m.max_tokens {
+            let used = m.spent_tokens + m.held_tokens;
+            if used + tokens > max {
+                return Err(format!(
+                    "the token budget would not cover the {role}'s next call: {} of max_tokens {max} spent{}, and the call could take up to {tokens} (`aot redirect --set max_tokens=N` raises it)",
+                    m.spent_tokens,
+                    held(m.held_tokens as f64, |t| format!("{t:.0} tokens"))
+                ));
+            }
+        }
+        if let (Some(max), Some(cost)) = (m.max_cost, cost) {
+            let used = m.spent_cost + m.held_cost;
+            if used + cost > max {
+                return Err(format!(
+                    "the dollar budget would not cover the {role}'s next call: ${:.4} of max_cost ${max} spent{}, and the call could cost up to ${cost:.4} (`aot redirect --set max_cost=N` raises it)",
+                    m.spent_cost,
+                    held(m.held_cost, |c| format!("${c:.4}"))
+                ));
+            }
+        }
+        let cost = cost.unwrap_or(0.0);
+        m.held_tokens += tokens;
+        m.held_cost += cost;
+        Ok(Hold {
+            meter: Arc::clone(self),
+            tokens,
+            cost,
+        })
+    }
+
+    fn spent_out(&self) -> Option<String> {
+        let m = self.0.lock().ok()?;
+        if let Some(max) = m.max_tokens
+            && m.spent_tokens + m.held_tokens >= max
+        {
+            return Some(format!(
+                "the token budget is spent: {} of max_tokens {max} (`aot redirect --set max_tokens=N` raises it)",
+                m.spent_tokens
+            ));
+        }
+        if let Some(max) = m.max_cost
+            && m.spent_cost + m.held_cost >= max
+        {
+            return Some(format!(
+                "the dollar budget is spent: ${:.4} of max_cost ${max} (`aot redirect --set max_cost=N` raises it)",
+                m.spent_cost
+            ));
+        }
+        None
+    }
+}
+
+/// ", and N held by calls in flight", or nothing when none are.
+fn held(amount: f64, show: impl Fn(f64) -> String) -> String {
+    if amount > 0.0 {
+        format!(" and {} held by calls in flight", show(amount))
+    } else {
+        String::new()
+    }
+}
+
+/// A call's worst case, held under the budgets until its record is journaled.
+#[derive(Debug)]
+pub struct Hold {
+    meter: Arc<Meter>,
+    tokens: u64,
+    cost: f64,
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        if let Ok(mut m) = self.meter.0.lock() {
+            m.held_tokens = m.held_tokens.saturating_sub(self.tokens);
+            m.held_cost = (m.held_cost - self.cost).max(0.0);
+        }
+    }
 }
 
 /// How a worker's attempt ended.
@@ -88,6 +263,12 @@ pub enum Worked {
         summary: String,
         /// The end of the work's output.
         output: String,
+    },
+    /// A call the work needed could pass the task's token or dollar
+    /// budget, so it was not made: GGS abandons the task.
+    OverBudget {
+        /// Which budget and by how much.
+        message: String,
     },
     /// The work failed.
     Failed {

@@ -109,6 +109,9 @@ pub(super) struct Round {
     pub limit_reached: bool,
     /// The last check made during the round (the base case did not hold).
     pub last_check: Option<Evidence>,
+    /// A role's next call could pass the task's budget: the round was
+    /// halted (what ran finished), and GGS abandons.
+    pub over_budget: Option<String>,
     /// Results came in after the last check started (or no check ran).
     pub unchecked: bool,
 }
@@ -129,6 +132,8 @@ pub(super) enum Attempted {
         /// The probe's evidence that the environment is down.
         blocked: Option<String>,
     },
+    /// A call the work needed could pass the task's budget: not made.
+    OverBudget(String),
     Cancelled,
 }
 
@@ -257,6 +262,7 @@ async fn isolated(roles: Roles, mut assignment: Assignment, cancel: Cancellation
         }
     };
     assignment.cwd = place.map(&assignment.cwd);
+    assignment.root = place.map(&assignment.root);
     // A folder holding only aot's own files (or ignored ones) is not in a
     // copy of the tree: the work still starts there.
     if place.copy.is_some() {
@@ -339,6 +345,7 @@ async fn isolated(roles: Roles, mut assignment: Assignment, cancel: Cancellation
 async fn attempt(roles: Roles, assignment: Assignment, cancel: CancellationToken) -> (AtomId, Attempted) {
     let attempted = match roles.worker.work(&assignment, &cancel).await {
         Worked::Cancelled => Attempted::Cancelled,
+        Worked::OverBudget { message } => Attempted::OverBudget(message),
         Worked::Failed {
             class,
             message,
@@ -455,10 +462,16 @@ impl Engine<'_> {
                     self.on_change(changed).await?;
                     continue;
                 }
+                Some(report) = self.reports.recv() => {
+                    self.take_report(report)?;
+                    continue;
+                }
             };
             let Some((atom, attempted, isolated)) = joined.and_then(|j| d.joined(j)) else {
                 continue;
             };
+            // What the attempt reported while it worked is journaled before its end.
+            self.take_reports()?;
             // A redirect may have removed, overridden or reset the atom while it
             // ran: its result belongs to work that no longer exists.
             if self.state.graph.atoms.get(&atom).map(|a| a.status) == Some(AtomStatus::Running) {
@@ -599,6 +612,16 @@ impl Engine<'_> {
             _ => None,
         };
         match attempted {
+            Attempted::OverBudget(message) => {
+                // The attempt does not count: with a raised budget it runs again.
+                self.record_isolated(&atom, attempt, isolated)?;
+                self.record(vec![Event::AttemptCancelled {
+                    atom,
+                    why: Some(message.clone()),
+                }])?;
+                d.round.over_budget.get_or_insert(message);
+                d.halted = true;
+            }
             Attempted::Cancelled => {
                 self.record_isolated(&atom, attempt, isolated)?;
                 match self.interrupted.remove(&atom) {
@@ -905,15 +928,25 @@ impl Engine<'_> {
             must_not,
             should_prefer: self.should_prefer.iter().cloned().collect(),
             isolated: self.roles.workspace.is_some(),
+            // The user's explicit choice of an atom overrides the blocked sets.
+            blocked_tools: if self.state.run.ggs.allowed.contains(atom_id) {
+                Vec::new()
+            } else {
+                self.state.run.ggs.blocked_tools.iter().cloned().collect()
+            },
+            confirmed: self.options.yes,
         };
         Some(Assignment {
             atom: atom_id.into(),
             attempt,
             spec,
             cwd,
+            root: self.dir.clone(),
             env,
             workers: self.state.workers.clone(),
+            llm: self.state.llm.clone(),
             brief,
+            report: self.reporter.clone(),
         })
     }
 }

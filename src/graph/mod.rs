@@ -1059,6 +1059,7 @@ impl Fold for WorkGraph {
             | Effect::RunStarted
             | Effect::Iteration(_)
             | Effect::Spent { .. }
+            | Effect::Worked { .. }
             | Effect::Decided(_)
             | Effect::Verified(_)
             | Effect::Paused

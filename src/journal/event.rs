@@ -7,8 +7,8 @@
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
-use crate::model::Changes;
 use crate::model::time::Timestamp;
+use crate::model::{Changes, Criterion};
 use crate::state::{
     AtomId, Binding, Control, Correction, Evidence, FailureClass, Objective, StateFile, StopRecord, Workers,
 };
@@ -311,6 +311,55 @@ pub enum Event {
         /// relative to the state file's folder.
         kept: Option<String>,
     },
+    /// A built-in worker's tool call: what the model asked for and whether
+    /// it ran (a refusal says why: a blocked tool, a path outside the
+    /// workspace, a destructive command without a confirmation).
+    ToolCalled {
+        /// The atom.
+        atom: AtomId,
+        /// The attempt.
+        attempt: u32,
+        /// The tool (`shell`, `read_file`, …).
+        tool: String,
+        /// The command or path asked for, cut to a line.
+        input: String,
+        /// Why it did not run (none: it ran).
+        refused: Option<String>,
+        /// A `shell` call's exit code (none: refused, killed or another tool).
+        exit_code: Option<i32>,
+    },
+    /// An agent atom's attempt ended: which worker did it, with how many
+    /// model turns and tool calls, how many of them refused.
+    AgentRan {
+        /// The atom.
+        atom: AtomId,
+        /// The attempt.
+        attempt: u32,
+        /// `llm` (the built-in worker), a template's name (`claude`, …) or `command`.
+        worker: String,
+        /// Model turns (calls), as far as the worker knows.
+        turns: u32,
+        /// Tool calls made.
+        tool_calls: u32,
+        /// Tool calls refused.
+        refusals: u32,
+    },
+    /// A validator judged a plausible criterion (an atom's, or with no atom
+    /// the objective's, by the meta-validator).
+    CriterionJudged {
+        /// The atom (none: the objective).
+        atom: Option<AtomId>,
+        /// The atom's attempt.
+        attempt: Option<u32>,
+        /// The criterion.
+        criterion: Criterion,
+        /// Whether it holds.
+        passed: bool,
+        /// The validator's evidence.
+        evidence: String,
+        /// A failure's class.
+        class: Option<FailureClass>,
+    },
     /// A run ended.
     RunStopped {
         /// How and why.
@@ -354,6 +403,9 @@ impl Event {
             Event::Replanned { .. } => "replanned",
             Event::PlanRefused { .. } => "plan_refused",
             Event::LlmCalled { .. } => "llm_called",
+            Event::ToolCalled { .. } => "tool_called",
+            Event::AgentRan { .. } => "agent_ran",
+            Event::CriterionJudged { .. } => "criterion_judged",
             Event::RunStopped { .. } => "run_stopped",
         }
     }

@@ -61,6 +61,19 @@ pub enum Effect<'e> {
         /// Whether the tokens are estimated.
         estimated: bool,
     },
+    /// An agent atom's attempt was worked.
+    Worked {
+        /// The atom.
+        atom: &'e AtomId,
+        /// Which worker.
+        worker: &'e str,
+        /// Model turns.
+        turns: u32,
+        /// Tool calls.
+        tool_calls: u32,
+        /// Tool calls refused.
+        refusals: u32,
+    },
     /// An atom's status.
     Status(&'e AtomId, AtomStatus),
     /// An atom's attempt count.
@@ -209,7 +222,23 @@ pub fn effects(record: &Record) -> Vec<Effect<'_>> {
         | Event::ChangesUndone { .. }
         | Event::WorkspaceRecovered { .. }
         | Event::Replanned { .. }
-        | Event::PlanRefused { .. } => Vec::new(),
+        | Event::PlanRefused { .. }
+        | Event::ToolCalled { .. }
+        | Event::CriterionJudged { .. } => Vec::new(),
+        Event::AgentRan {
+            atom,
+            worker,
+            turns,
+            tool_calls,
+            refusals,
+            ..
+        } => vec![E::Worked {
+            atom,
+            worker,
+            turns: *turns,
+            tool_calls: *tool_calls,
+            refusals: *refusals,
+        }],
         Event::LlmCalled {
             role,
             atom,
@@ -474,6 +503,20 @@ fn on_state(state: &mut StateFile, effect: &Effect<'_>, at: Timestamp) {
             cost,
             estimated,
         } => state.run.spend.add(role, *atom, *tokens, *cost, *estimated),
+        Effect::Worked {
+            atom,
+            worker,
+            turns,
+            tool_calls,
+            refusals,
+        } => {
+            let tally = state.run.agents.entry((*atom).clone()).or_default();
+            tally.worker = worker.to_string();
+            tally.attempts += 1;
+            tally.turns += turns;
+            tally.tool_calls += tool_calls;
+            tally.refusals += refusals;
+        }
         Effect::Decided(decision) => {
             state.run.ggs = state.run.ggs.after(decision);
             if decision.directive.continues() {

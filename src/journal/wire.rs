@@ -36,6 +36,10 @@
 //!   decision, with the destructive commands `--yes` let run), `plan_refused`
 //!   (a planner's plan refused in code) and `llm_called` (each call to a
 //!   model, with its tokens and cost); `user_edited` may carry the `llm:` section.
+//! - **8**: the LLM worker and validators: `tool_called` (each tool call of
+//!   the built-in worker, refused or run), `agent_ran` (an agent attempt's
+//!   worker, turns and tool calls) and `criterion_judged` (a plausible
+//!   criterion's verdict).
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
@@ -49,7 +53,7 @@ use crate::model::{AtomId, Changes, Criterion, Ended, FailureClass};
 use crate::state::{Atom, Binding, Control, Correction, Evidence, Objective, StateFile, StopRecord, Workers};
 
 /// The version this build writes; it reads this one and every older one.
-pub const WIRE_VERSION: u32 = 7;
+pub const WIRE_VERSION: u32 = 8;
 
 /// One journal line.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -245,6 +249,35 @@ pub enum WireEvent {
         cost: Option<f64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         kept: Option<String>,
+    },
+    ToolCalled {
+        atom: AtomId,
+        attempt: u32,
+        tool: String,
+        input: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        refused: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+    },
+    AgentRan {
+        atom: AtomId,
+        attempt: u32,
+        worker: String,
+        turns: u32,
+        tool_calls: u32,
+        refusals: u32,
+    },
+    CriterionJudged {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        atom: Option<AtomId>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        attempt: Option<u32>,
+        criterion: Criterion,
+        passed: bool,
+        evidence: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        class: Option<FailureClass>,
     },
     RunStopped {
         stop: StopRecord,
@@ -725,6 +758,51 @@ impl From<Event> for WireEvent {
                 cost,
                 kept,
             },
+            Event::ToolCalled {
+                atom,
+                attempt,
+                tool,
+                input,
+                refused,
+                exit_code,
+            } => W::ToolCalled {
+                atom,
+                attempt,
+                tool,
+                input,
+                refused,
+                exit_code,
+            },
+            Event::AgentRan {
+                atom,
+                attempt,
+                worker,
+                turns,
+                tool_calls,
+                refusals,
+            } => W::AgentRan {
+                atom,
+                attempt,
+                worker,
+                turns,
+                tool_calls,
+                refusals,
+            },
+            Event::CriterionJudged {
+                atom,
+                attempt,
+                criterion,
+                passed,
+                evidence,
+                class,
+            } => W::CriterionJudged {
+                atom,
+                attempt,
+                criterion,
+                passed,
+                evidence,
+                class,
+            },
             Event::RunStopped { stop } => W::RunStopped { stop },
         }
     }
@@ -906,6 +984,51 @@ fn event_from(event: WireEvent, v: u32) -> Event {
             atom,
             cost,
             kept,
+        },
+        W::ToolCalled {
+            atom,
+            attempt,
+            tool,
+            input,
+            refused,
+            exit_code,
+        } => Event::ToolCalled {
+            atom,
+            attempt,
+            tool,
+            input,
+            refused,
+            exit_code,
+        },
+        W::AgentRan {
+            atom,
+            attempt,
+            worker,
+            turns,
+            tool_calls,
+            refusals,
+        } => Event::AgentRan {
+            atom,
+            attempt,
+            worker,
+            turns,
+            tool_calls,
+            refusals,
+        },
+        W::CriterionJudged {
+            atom,
+            attempt,
+            criterion,
+            passed,
+            evidence,
+            class,
+        } => Event::CriterionJudged {
+            atom,
+            attempt,
+            criterion,
+            passed,
+            evidence,
+            class,
         },
         W::RunStopped { stop } => Event::RunStopped { stop },
     }

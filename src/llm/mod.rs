@@ -12,6 +12,7 @@
 
 pub mod clean;
 mod client;
+pub mod record;
 
 pub use client::{
     CallError, Client, FunctionCall, Message, Reply, Retry, Tool, ToolCall, ToolSpec, Usage, estimate_tokens,

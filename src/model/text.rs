@@ -65,6 +65,26 @@ pub fn cut(text: &str, max: usize) -> String {
     format!("{}… [{} bytes cut]", &text[..end], text.len() - end)
 }
 
+/// `text` kept to `max` bytes: its head and its tail, cut at line breaks
+/// when near, with a note of how much of the middle was left out.
+pub fn head_tail(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let half = max / 2;
+    let mut end = half;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let head = match text[..end].rfind('\n') {
+        Some(i) if i > half / 2 => &text[..=i],
+        _ => &text[..end],
+    };
+    let last = tail(text, max - half);
+    let left_out = text.len() - head.len() - last.len();
+    format!("{head}… [{left_out} bytes left out] …\n{last}")
+}
+
 /// The most output a failure message quotes, in bytes.
 pub const MESSAGE_TAIL: usize = 2_000;
 

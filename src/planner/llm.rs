@@ -29,9 +29,7 @@ pub struct LlmPlanner {
     workspace: PathBuf,
     confirmed: bool,
     /// Where each conversation is kept (`.aot/llm/`), if anywhere.
-    kept: Option<PathBuf>,
-    kept_base: PathBuf,
-    counter: std::sync::atomic::AtomicU64,
+    kept: Option<crate::llm::record::Keeper>,
     /// The plan that waits for the user's answers about its destructive
     /// commands, by the decision's round: planned again without a new call.
     waiting: std::sync::Mutex<Option<(u32, Proposal, String)>>,
@@ -49,8 +47,6 @@ impl LlmPlanner {
             workspace,
             confirmed,
             kept: None,
-            kept_base: PathBuf::new(),
-            counter: std::sync::atomic::AtomicU64::new(0),
             waiting: std::sync::Mutex::new(None),
             asked: std::sync::Mutex::new((0, 0)),
         }
@@ -60,8 +56,7 @@ impl LlmPlanner {
     /// file in `folder` (the state file's `.aot/llm/`), named in `llm_called`
     /// relative to `base` (the state file's folder).
     pub fn keeping(mut self, folder: PathBuf, base: &std::path::Path) -> Self {
-        self.kept = Some(folder.clone());
-        self.kept_base = base.to_path_buf();
+        self.kept = Some(crate::llm::record::Keeper::new(folder, base));
         self
     }
 
@@ -72,9 +67,7 @@ impl LlmPlanner {
         messages: &[Message],
         calls: &[Result<Reply, CallError>],
     ) -> Option<String> {
-        let folder = self.kept.as_ref()?;
-        let n = self.counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        let path = folder.join(format!("{}-{}-{n}.json", at.as_millis(), std::process::id()));
+        let keeper = self.kept.as_ref()?;
         let answers: Vec<serde_json::Value> = calls
             .iter()
             .map(|c| match c {
@@ -83,12 +76,7 @@ impl LlmPlanner {
             })
             .collect();
         let body = serde_json::json!({"role": Role::Planner.name(), "messages": messages, "answers": answers});
-        tokio::fs::create_dir_all(folder).await.ok()?;
-        tokio::fs::write(&path, serde_json::to_vec_pretty(&body).ok()?)
-            .await
-            .ok()?;
-        let shown = path.strip_prefix(&self.kept_base).unwrap_or(&path);
-        Some(shown.display().to_string())
+        keeper.write(&keeper.name(at.as_millis()), &body).await
     }
 
     fn called(
@@ -98,45 +86,8 @@ impl LlmPlanner {
         state: &StateFile,
         kept: Option<String>,
     ) -> Event {
-        let price = |model: &str| {
-            state
-                .llm
-                .as_ref()
-                .and_then(|l| {
-                    l.prices
-                        .get(model)
-                        .or_else(|| l.prices.get(&self.client.endpoint().model))
-                })
-                .copied()
-        };
-        match call {
-            Ok(reply) => Event::LlmCalled {
-                role: Role::Planner.name().into(),
-                model: reply.model.clone(),
-                prompt_tokens: reply.usage.prompt,
-                completion_tokens: reply.usage.completion,
-                estimated: reply.usage.estimated,
-                latency_ms: reply.latency.as_millis() as u64,
-                attempts: reply.attempts,
-                error: None,
-                atom: atom.cloned(),
-                cost: price(&reply.model).map(|p| p.cost(reply.usage.prompt, reply.usage.completion)),
-                kept,
-            },
-            Err(e) => Event::LlmCalled {
-                role: Role::Planner.name().into(),
-                model: self.client.endpoint().model.clone(),
-                prompt_tokens: e.usage.prompt,
-                completion_tokens: e.usage.completion,
-                estimated: e.usage.estimated,
-                latency_ms: e.latency.as_millis() as u64,
-                attempts: e.attempts,
-                error: Some(e.message.clone()),
-                atom: atom.cloned(),
-                cost: price(&self.client.endpoint().model).map(|p| p.cost(e.usage.prompt, e.usage.completion)),
-                kept,
-            },
-        }
+        let asked = &self.client.endpoint().model;
+        crate::llm::record::called(Role::Planner, call, asked, atom, state.llm.as_ref(), kept)
     }
 
     /// Checks a grafted plan's new atoms under the decision's rules.

@@ -747,6 +747,26 @@ pub struct RunState {
     /// What calls to models cost the task so far.
     #[serde(default, skip_serializing_if = "Spend::is_empty")]
     pub spend: Spend,
+    /// How each agent atom's attempts were worked: by which worker, with how
+    /// many model turns and tool calls.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub agents: IndexMap<AtomId, AgentTally>,
+}
+
+/// How an agent atom's attempts were worked, in all.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentTally {
+    /// The worker of the last attempt: `llm`, a template's name, or `command`.
+    pub worker: String,
+    /// Attempts worked.
+    pub attempts: u32,
+    /// Model turns.
+    pub turns: u32,
+    /// Tool calls.
+    pub tool_calls: u32,
+    /// Tool calls refused.
+    pub refusals: u32,
 }
 
 /// Tokens and dollars spent on models, in all and by role and atom.

@@ -213,6 +213,16 @@ struct Summary {
     last: Option<String>,
 }
 
+/// The summary of a text: its last line starting with `summary:` (prefix
+/// stripped), else its last non-empty line.
+pub fn summary_of(text: &str) -> String {
+    let mut summary = Summary::default();
+    for line in text.lines() {
+        summary.see(line);
+    }
+    summary.get()
+}
+
 impl Summary {
     fn see(&mut self, line: &str) {
         let line = line.trim_end();

@@ -5,10 +5,13 @@
 //! `bash -c` in its own process group, output capture, cancellation.
 
 pub mod command;
+pub mod llm;
 mod prompt;
+pub mod tools;
 mod validator;
 mod worker;
 
-pub use prompt::{AGENT_PROMPT, agent_prompt};
+pub use llm::LlmWorker;
+pub use prompt::{AGENT_PROMPT, WORKER_PROMPT, agent_prompt};
 pub use validator::CommandValidator;
 pub use worker::CommandWorker;

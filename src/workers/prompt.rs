@@ -39,8 +39,18 @@ fn correction(atom: &crate::state::Atom, r: &crate::journal::Reflection) -> Stri
     out
 }
 
+/// The prompt the built-in worker (an LLM with tools) is given (`prompts/worker.md`).
+pub const WORKER_PROMPT: &str = include_str!("../../prompts/worker.md");
+
 /// Renders the prompt for an agent atom's attempt (`task`: its rendered `agent` text).
 pub fn agent_prompt(assignment: &Assignment, task: &str) -> String {
+    render(AGENT_PROMPT, assignment, task)
+}
+
+/// Renders `template` for an agent atom's attempt: the goal, the atom and
+/// its task, the bindings, MUST NOT and SHOULD PREFER, the corrections, and
+/// what the work is judged by.
+pub fn render(template: &str, assignment: &Assignment, task: &str) -> String {
     let list = |items: Vec<String>| {
         if items.is_empty() {
             "(none)".to_string()
@@ -73,9 +83,11 @@ pub fn agent_prompt(assignment: &Assignment, task: &str) -> String {
         });
     }
     let checks = list(assignment.spec.check.iter().map(|c| format!("- `{c}`")).collect());
+    let criteria = list(assignment.spec.criteria.iter().map(|c| format!("- {c}")).collect());
     let must_not = list(brief.must_not.iter().map(|m| format!("- {m}")).collect());
     let should_prefer = list(brief.should_prefer.iter().map(|m| format!("- {m}")).collect());
-    AGENT_PROMPT
+    template
+        .replace("{{cwd}}", &assignment.cwd.display().to_string())
         .replace("{{goal}}", &brief.goal)
         .replace("{{atom}}", &assignment.atom)
         .replace("{{task}}", task)
@@ -84,4 +96,5 @@ pub fn agent_prompt(assignment: &Assignment, task: &str) -> String {
         .replace("{{should_prefer}}", &should_prefer)
         .replace("{{corrections}}", &corrections)
         .replace("{{checks}}", &checks)
+        .replace("{{criteria}}", &criteria)
 }

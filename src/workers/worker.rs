@@ -1,21 +1,37 @@
 //! The command worker: an atom's `run` command, or an agent CLI.
 
+use std::sync::Arc;
+
 use tokio_util::sync::CancellationToken;
 
 use super::command::{self, CommandSpec, Exit};
+use super::llm::LlmWorker;
 use super::prompt::agent_prompt;
 use crate::engine::roles::{Assignment, BoxFuture, Worked, Worker};
 use crate::model::text::with_evidence;
 use crate::state::{Atom, FailureClass, StateFile};
 
 /// Runs an atom's `run` command in `bash -c`; an `agent` atom runs the agent
-/// command with its prompt on stdin. Classifies a failure by exit code; on an
-/// environmental one, the atom's `probe` says whether the tool itself is down.
-#[derive(Debug, Clone, Default)]
+/// command with its prompt on stdin, or, with no agent command but a model
+/// on the tool tier, the built-in worker ([`LlmWorker`]). Classifies a
+/// failure by exit code; on an environmental one, the atom's `probe` says
+/// whether the tool itself is down.
+#[derive(Clone, Default)]
 pub struct CommandWorker {
     /// The agent command from the environment (`AOT_AGENT_CMD`), which wins
     /// over `workers.agent.command` in the state file.
     pub agent_override: Option<String>,
+    /// The built-in worker, when a model is configured for the tool tier.
+    pub llm: Option<Arc<LlmWorker>>,
+}
+
+impl std::fmt::Debug for CommandWorker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommandWorker")
+            .field("agent_override", &self.agent_override)
+            .field("llm", &self.llm.is_some())
+            .finish()
+    }
 }
 
 impl CommandWorker {
@@ -42,12 +58,16 @@ impl CommandWorker {
             (None, Some(task)) => {
                 // The gate made sure there is one; a hand edit may have removed it since.
                 let Some(agent) = self.agent_command(assignment.workers.as_ref()) else {
-                    return Worked::Failed {
-                        class: FailureClass::Environmental,
-                        message: "no agent command: set workers.agent.command or AOT_AGENT_CMD".into(),
-                        ended: Default::default(),
-                        blocked: None,
+                    let Some(llm) = &self.llm else {
+                        return Worked::Failed {
+                            class: FailureClass::Environmental,
+                            message: "no agent command: set workers.agent.command or AOT_AGENT_CMD".into(),
+                            ended: Default::default(),
+                            blocked: None,
+                        };
                     };
+                    let worked = llm.work(assignment, task, cancel).await;
+                    return Self::probed(worked, assignment, cancel).await;
                 };
                 Self::spec(assignment, agent, Some(agent_prompt(assignment, task)))
             }
@@ -72,10 +92,34 @@ impl CommandWorker {
             Exit::Code(code) if !environmental.contains(code) => FailureClass::Logical,
             _ => FailureClass::Environmental,
         };
+        let mut ended = result.ended();
+        // An agent's last word on what it did is part of the next attempt's lesson.
+        if atom.agent.is_some() && !result.summary.trim().is_empty() {
+            ended.summary = Some(result.summary.clone());
+        }
+        let failed = Worked::Failed {
+            class,
+            message: with_evidence(command::describe(&result.exit), &result.output),
+            ended,
+            blocked: None,
+        };
+        Self::probed(failed, assignment, cancel).await
+    }
+
+    /// An environmental failure asks the atom's `probe`: when it fails too
+    /// (two independent signals), the atom is blocked instead of retried.
+    async fn probed(worked: Worked, assignment: &Assignment, cancel: &CancellationToken) -> Worked {
+        let Worked::Failed {
+            class: FailureClass::Environmental,
+            message,
+            ended,
+            blocked: None,
+        } = worked
+        else {
+            return worked;
+        };
         let mut blocked = None;
-        if class == FailureClass::Environmental
-            && let Some(probe) = &atom.probe
-        {
+        if let Some(probe) = &assignment.spec.probe {
             let p = command::run(&Self::spec(assignment, probe.clone(), None), cancel).await;
             if !p.success() && p.exit != Exit::Cancelled {
                 blocked = Some(format!(
@@ -84,14 +128,9 @@ impl CommandWorker {
                 ));
             }
         }
-        let mut ended = result.ended();
-        // An agent's last word on what it did is part of the next attempt's lesson.
-        if atom.agent.is_some() && !result.summary.trim().is_empty() {
-            ended.summary = Some(result.summary.clone());
-        }
         Worked::Failed {
-            class,
-            message: with_evidence(command::describe(&result.exit), &result.output),
+            class: FailureClass::Environmental,
+            message,
             ended,
             blocked,
         }
@@ -107,11 +146,11 @@ impl Worker for CommandWorker {
             .filter(|(_, a)| a.agent.is_some())
             .map(|(id, _)| id.as_str())
             .collect();
-        if agents.is_empty() || self.agent_command(state.workers.as_ref()).is_some() {
+        if agents.is_empty() || self.agent_command(state.workers.as_ref()).is_some() || self.llm.is_some() {
             return Ok(());
         }
         Err(format!(
-            "agent atoms ({}) need an agent command: set workers.agent.command in the state file or AOT_AGENT_CMD",
+            "agent atoms ({}) need a worker: set workers.agent.command in the state file or AOT_AGENT_CMD, or a model for the built-in worker (TOOL_MODEL or OPENAI_MODEL, see docs/llm.md)",
             agents.join(", ")
         ))
     }

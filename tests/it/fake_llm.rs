@@ -51,6 +51,31 @@ impl Step {
         }
     }
 
+    /// A reply that calls tools: each `(name, arguments)` in order, with
+    /// ids `call_1`, `call_2`, … and the given text beside them.
+    #[allow(dead_code)]
+    pub fn tools(text: &str, calls: &[(&str, serde_json::Value)]) -> Step {
+        let calls: Vec<serde_json::Value> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, (name, args))| {
+                serde_json::json!({"id": format!("call_{}", i + 1), "type": "function",
+                    "function": {"name": name, "arguments": args.to_string()}})
+            })
+            .collect();
+        let body = serde_json::json!({
+            "id": "chatcmpl-fake",
+            "model": "fake-model",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "tool_calls": calls}, "finish_reason": "tool_calls"}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+        });
+        Step::Reply {
+            status: 200,
+            headers: Vec::new(),
+            body: body.to_string(),
+        }
+    }
+
     /// An HTTP error.
     pub fn status(status: u16, headers: &[(&str, &str)]) -> Step {
         Step::Reply {

@@ -242,6 +242,34 @@ fn one_of_each() -> Vec<Event> {
             cost: Some(0.0054),
             kept: Some(".aot/llm/1767225600000-1.json".into()),
         },
+        // Newer than version 7.
+        Event::ToolCalled {
+            atom: "fix".into(),
+            attempt: 1,
+            tool: "shell".into(),
+            input: "rm -rf build".into(),
+            refused: Some("destructive without the user's confirmation (Law 1)".into()),
+            exit_code: None,
+        },
+        Event::AgentRan {
+            atom: "fix".into(),
+            attempt: 1,
+            worker: "llm".into(),
+            turns: 4,
+            tool_calls: 6,
+            refusals: 1,
+        },
+        Event::CriterionJudged {
+            atom: Some("docs".into()),
+            attempt: Some(2),
+            criterion: aot::model::Criterion::Plausible {
+                index: 0,
+                text: "the error message names the file".into(),
+            },
+            passed: false,
+            evidence: "the message says `bad input` without the path".into(),
+            class: Some(FailureClass::Logical),
+        },
     ];
     for event in &events {
         match event {
@@ -277,6 +305,9 @@ fn one_of_each() -> Vec<Event> {
             | Event::Replanned { .. }
             | Event::PlanRefused { .. }
             | Event::LlmCalled { .. }
+            | Event::ToolCalled { .. }
+            | Event::AgentRan { .. }
+            | Event::CriterionJudged { .. }
             | Event::RunStopped { .. } => {}
         }
     }
@@ -360,9 +391,33 @@ fn golden_records_round_trip_byte_for_byte() {
     );
 }
 
+/// Today's golden records as a version before 8 wrote them: no worker or validator records.
+fn golden_records_before_v8() -> Vec<Record> {
+    golden_records()
+        .into_iter()
+        .filter(|r| !matches!(r.event.kind(), "tool_called" | "agent_ran" | "criterion_judged"))
+        .collect()
+}
+
+/// The golden records of version 7 still read, into the same domain records.
+#[test]
+fn version_7_golden_records_still_read() {
+    let dir = root().join("tests/fixtures/journal/v7");
+    let mut read = 0;
+    for record in &golden_records_before_v8() {
+        let path = dir.join(format!("{}.jsonl", record.event.kind()));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let old: Record = serde_json::from_str(&text).unwrap();
+        assert_eq!(old.v, RECORD_VERSION, "upgraded on read");
+        assert_eq!(&old, record, "version 7 `{}` reads as today's", record.event.kind());
+        read += 1;
+    }
+    assert_eq!(read, std::fs::read_dir(&dir).unwrap().count());
+}
+
 /// Today's golden records as a version before 7 wrote them: no planner records.
 fn golden_records_before_v7() -> Vec<Record> {
-    golden_records()
+    golden_records_before_v8()
         .into_iter()
         .filter(|r| !matches!(r.event.kind(), "replanned" | "plan_refused" | "llm_called"))
         .collect()

@@ -26,3 +26,4 @@ mod status;
 mod steer;
 mod store;
 mod validate;
+mod worker;

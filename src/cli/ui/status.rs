@@ -367,3 +367,75 @@ pub fn trail_line(entry: &TrailEntry) -> String {
         TrailEntry::UserCorrection { at, description } => format!("{at} user_correction {description}"),
     }
 }
+
+/// What calls to models cost, in all, by role and by atom, with how each
+/// agent atom was worked (worker, turns, tool calls, refusals); "" when no
+/// model was called and no agent worked.
+pub fn spend(state: &StateFile) -> String {
+    let spend = &state.run.spend;
+    let agents = &state.run.agents;
+    if spend.is_empty() && agents.is_empty() {
+        return String::new();
+    }
+    let c = &state.objective.constraints;
+    let tally = |calls: u32, tokens: u64, cost: f64| {
+        let mut t = format!("{calls} call{}, {tokens} tokens", if calls == 1 { "" } else { "s" });
+        if cost > 0.0 {
+            let _ = write!(t, ", ${cost:.4}");
+        }
+        t
+    };
+    let mut out = format!(
+        "
+spend      {}",
+        tally(spend.calls, spend.tokens, spend.cost)
+    );
+    if spend.estimated {
+        out.push_str(" (some tokens estimated)");
+    }
+    let mut limits = Vec::new();
+    if let Some(max) = c.max_tokens {
+        limits.push(format!("max_tokens {max}"));
+    }
+    if let Some(max) = c.max_cost {
+        limits.push(format!("max_cost ${max}"));
+    }
+    if !limits.is_empty() {
+        let _ = write!(out, " of {}", limits.join(", "));
+    }
+    out.push('\n');
+    for (role, t) in &spend.by_role {
+        let _ = writeln!(out, "  {role:<10} {}", tally(t.calls, t.tokens, t.cost));
+    }
+    let atoms = spend
+        .by_atom
+        .keys()
+        .chain(agents.keys().filter(|a| !spend.by_atom.contains_key(*a)));
+    for atom in atoms {
+        let mut line = format!("  for {atom}:");
+        if let Some(t) = spend.by_atom.get(atom) {
+            let _ = write!(line, " {}", tally(t.calls, t.tokens, t.cost));
+        }
+        if let Some(a) = agents.get(atom) {
+            let _ = write!(line, "{} {}", if line.ends_with(':') { "" } else { ";" }, agent_line(a));
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    out
+}
+
+/// How an agent atom was worked: `llm, 2 attempts, 7 turns, 5 tool calls (1 refused)`.
+pub fn agent_line(a: &aot::state::AgentTally) -> String {
+    let plural = |n: u32, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    let mut line = format!("{}, {}", a.worker, plural(a.attempts, "attempt"));
+    if a.turns > 0 {
+        let _ = write!(line, ", {}", plural(a.turns, "turn"));
+    }
+    if a.tool_calls > 0 {
+        let _ = write!(line, ", {}", plural(a.tool_calls, "tool call"));
+        if a.refusals > 0 {
+            let _ = write!(line, " ({} refused)", a.refusals);
+        }
+    }
+    line
+}

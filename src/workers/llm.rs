@@ -1,0 +1,408 @@
+//! The built-in worker (seed R3, the executor): a model on the tool tier
+//! works an `agent` atom with native function calling — `shell`,
+//! `read_file`, `write_file`, `list_files` ([`super::tools`]) — until it
+//! answers without calling a tool. Every call is checked in code before it
+//! runs (blocked tools, the workspace, Law 1), every result goes back as a
+//! `tool` message (head and tail, 4 KB), and every model call and tool call
+//! is journaled as it happens. An attempt is bounded by its turns (default
+//! 30), the atom's timeout and the task's budgets.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use super::command::{self, CommandSpec, Exit};
+use super::tools::{self, Call, Rules};
+use crate::engine::roles::{Assignment, Hold, Worked};
+use crate::journal::event::Event;
+use crate::llm::record::{Keeper, called};
+use crate::llm::{Client, Message, Reply, Role, ToolCall, estimate_tokens};
+use crate::model::text::{first_line, head_tail};
+use crate::state::FailureClass;
+
+/// Model turns an attempt may take by default.
+pub const MAX_TURNS: u32 = 30;
+
+/// The most tokens one answer of the worker may take.
+pub const WORKER_MAX_TOKENS: u32 = 4096;
+
+/// How long one `shell` call may run when the atom sets no timeout.
+const SHELL_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The built-in worker.
+pub struct LlmWorker {
+    client: Client,
+    max_turns: u32,
+    kept: Option<Keeper>,
+}
+
+/// What an attempt did so far, for its `agent_ran` record.
+#[derive(Debug, Default)]
+struct Tally {
+    turns: u32,
+    tool_calls: u32,
+    refusals: u32,
+}
+
+impl LlmWorker {
+    /// A worker calling `client` (the tool tier), `max_turns` per attempt.
+    pub fn new(client: Client, max_turns: u32) -> Self {
+        Self {
+            client,
+            max_turns: max_turns.max(1),
+            kept: None,
+        }
+    }
+
+    /// Keeps each attempt's conversation in `folder` (`.aot/llm/`), named in
+    /// `llm_called` relative to `base`.
+    pub fn keeping(mut self, folder: PathBuf, base: &Path) -> Self {
+        self.kept = Some(Keeper::new(folder, base));
+        self
+    }
+
+    /// Works one attempt at an `agent` atom whose task is `task`.
+    pub async fn work(&self, assignment: &Assignment, task: &str, cancel: &CancellationToken) -> Worked {
+        let mut tally = Tally::default();
+        let timeout = assignment.spec.timeout.map(|t| t.0);
+        let work = self.turns(assignment, task, cancel, &mut tally);
+        let worked = match timeout {
+            Some(limit) => match tokio::time::timeout(limit, work).await {
+                Ok(worked) => worked,
+                Err(_) => failed(
+                    FailureClass::Environmental,
+                    format!("timed out after {}", crate::model::time::Span(limit)),
+                ),
+            },
+            None => work.await,
+        };
+        assignment.report.send(
+            Event::AgentRan {
+                atom: assignment.atom.clone(),
+                attempt: assignment.attempt,
+                worker: "llm".into(),
+                turns: tally.turns,
+                tool_calls: tally.tool_calls,
+                refusals: tally.refusals,
+            },
+            None,
+        );
+        worked
+    }
+
+    async fn turns(
+        &self,
+        assignment: &Assignment,
+        task: &str,
+        cancel: &CancellationToken,
+        tally: &mut Tally,
+    ) -> Worked {
+        let read_only = false;
+        let offered = tools::offered(read_only);
+        let mut messages = vec![Message::user(super::prompt::render(
+            super::prompt::WORKER_PROMPT,
+            assignment,
+            task,
+        ))];
+        let kept_at = self.kept.as_ref().map(|k| k.name(now_millis()));
+        let protected = protected(assignment);
+        let exists = |p: &Path| p.exists();
+        let rules = Rules {
+            root: &assignment.root,
+            cwd: &assignment.cwd,
+            protected: &protected,
+            blocked_tools: &assignment.brief.blocked_tools,
+            confirmed: assignment.brief.confirmed,
+            read_only,
+            exists: &exists,
+        };
+        let started = Instant::now();
+        let mut last_text = String::new();
+        while tally.turns < self.max_turns {
+            if cancel.is_cancelled() {
+                return Worked::Cancelled;
+            }
+            let hold = match self.hold(assignment, &messages) {
+                Ok(hold) => hold,
+                Err(message) => return Worked::OverBudget { message },
+            };
+            tally.turns += 1;
+            let call = tokio::select! {
+                call = self.client.chat_with_tools(Role::Worker, &messages, &offered, WORKER_MAX_TOKENS) => call,
+                () = cancel.cancelled() => return Worked::Cancelled,
+            };
+            let kept = self.keep(kept_at.as_deref(), assignment, &messages, &call).await;
+            assignment.report.send(
+                called(
+                    Role::Worker,
+                    &call,
+                    &self.client.endpoint().model,
+                    Some(&assignment.atom),
+                    assignment.llm.as_ref(),
+                    kept,
+                ),
+                Some(hold),
+            );
+            let reply: Reply = match call {
+                Ok(reply) => reply,
+                Err(e) => {
+                    return failed(
+                        e.class,
+                        format!("the worker's model call failed (turn {}): {}", tally.turns, e.message),
+                    );
+                }
+            };
+            if reply.tool_calls.is_empty() {
+                return Worked::Done {
+                    summary: command::summary_of(&reply.content),
+                    output: head_tail(&reply.content, tools::RESULT_MAX),
+                };
+            }
+            last_text = reply.content.clone();
+            messages.push(Message::assistant_calls(reply.content, reply.tool_calls.clone()));
+            for tool_call in &reply.tool_calls {
+                let result = self
+                    .run_tool(tool_call, assignment, &rules, started, cancel, tally)
+                    .await;
+                let Some(result) = result else {
+                    return Worked::Cancelled;
+                };
+                messages.push(Message::tool_result(&tool_call.id, result));
+            }
+        }
+        let said = if last_text.trim().is_empty() {
+            String::new()
+        } else {
+            format!("; it last said: {}", first_line(last_text.trim()))
+        };
+        failed(
+            FailureClass::Logical,
+            format!(
+                "the worker did not finish within {} turns (each turn's tools ran; the work may be half done){said}",
+                self.max_turns
+            ),
+        )
+    }
+
+    /// Holds the worst case of the next call under the task's budgets.
+    fn hold(&self, assignment: &Assignment, messages: &[Message]) -> Result<Hold, String> {
+        let prompt: u64 = messages.iter().map(message_tokens).sum();
+        let worst_prompt = prompt * 11 / 10;
+        let worst_reply = u64::from(WORKER_MAX_TOKENS);
+        let model = &self.client.endpoint().model;
+        let cost = assignment
+            .llm
+            .as_ref()
+            .and_then(|l| l.prices.get(model))
+            .map(|p| p.cost(worst_prompt, worst_reply));
+        assignment
+            .report
+            .hold(Role::Worker.name(), worst_prompt + worst_reply, cost)
+    }
+
+    /// Runs one tool call under the rules, journals it, and returns what the
+    /// model is told (`None`: the attempt was cancelled meanwhile).
+    async fn run_tool(
+        &self,
+        tool_call: &ToolCall,
+        assignment: &Assignment,
+        rules: &Rules<'_>,
+        started: Instant,
+        cancel: &CancellationToken,
+        tally: &mut Tally,
+    ) -> Option<String> {
+        tally.tool_calls += 1;
+        let name = tool_call.function.name.as_str();
+        let journal = |tool: &str, input: String, refused: Option<String>, exit_code: Option<i32>| {
+            assignment.report.send(
+                Event::ToolCalled {
+                    atom: assignment.atom.clone(),
+                    attempt: assignment.attempt,
+                    tool: tool.into(),
+                    input,
+                    refused,
+                    exit_code,
+                },
+                None,
+            );
+        };
+        let call = match tools::parse(name, &tool_call.function.arguments) {
+            Ok(call) => call,
+            Err(why) => {
+                tally.refusals += 1;
+                let input = crate::model::text::cut(first_line(&tool_call.function.arguments), 200);
+                journal(&crate::model::text::cut(name, 64), input, Some(why.clone()), None);
+                return Some(format!("refused: {why}"));
+            }
+        };
+        if let Some(why) = tools::refusal(&call, rules) {
+            tally.refusals += 1;
+            journal(call.tool(), call.input(), Some(why.clone()), None);
+            return Some(format!("refused: {why}"));
+        }
+        let (answer, exit_code) = match &call {
+            Call::Shell { command } => {
+                let left = assignment.spec.timeout.map(|t| t.0.saturating_sub(started.elapsed()));
+                let spec = CommandSpec {
+                    command: command.clone(),
+                    cwd: assignment.cwd.clone(),
+                    env: assignment.env.clone(),
+                    stdin: None,
+                    timeout: Some(left.unwrap_or(SHELL_TIMEOUT).max(Duration::from_millis(100))),
+                };
+                let result = command::run(&spec, cancel).await;
+                if result.exit == Exit::Cancelled {
+                    return None;
+                }
+                let output = if result.output.trim().is_empty() {
+                    "(no output)".to_string()
+                } else {
+                    result.output.clone()
+                };
+                (format!("{}\n{output}", command::describe(&result.exit)), result.code())
+            }
+            Call::ReadFile {
+                path,
+                from_line,
+                to_line,
+            } => (read(rules, path, *from_line, *to_line).await, None),
+            Call::WriteFile { path, content } => (write(rules, path, content).await, None),
+            Call::ListFiles { path } => (list(rules, path).await, None),
+        };
+        journal(call.tool(), call.input(), None, exit_code);
+        Some(head_tail(&answer, tools::RESULT_MAX))
+    }
+
+    /// Writes the conversation so far; the path as journaled.
+    async fn keep(
+        &self,
+        path: Option<&Path>,
+        assignment: &Assignment,
+        messages: &[Message],
+        call: &Result<Reply, crate::llm::CallError>,
+    ) -> Option<String> {
+        let (keeper, path) = (self.kept.as_ref()?, path?);
+        let answer = match call {
+            Ok(reply) => {
+                serde_json::json!({"model": reply.model, "answer": reply.content, "tool_calls": reply.tool_calls})
+            }
+            Err(e) => serde_json::json!({"error": e.message}),
+        };
+        let body = serde_json::json!({
+            "role": Role::Worker.name(),
+            "atom": assignment.atom,
+            "attempt": assignment.attempt,
+            "messages": messages,
+            "answers": [answer],
+        });
+        keeper.write(path, &body).await
+    }
+}
+
+/// What a tool reads or writes, checked again where the file is opened:
+/// a symbolic link inside the workspace may point outside it.
+fn opened(rules: &Rules<'_>, path: &str) -> Result<PathBuf, String> {
+    let full = tools::resolve(rules.root, rules.cwd, path)?;
+    if !tools::inside(rules.root, &full) {
+        return Err(format!("`{path}` leads outside the workspace (a symbolic link)"));
+    }
+    Ok(full)
+}
+
+async fn read(rules: &Rules<'_>, path: &str, from: Option<usize>, to: Option<usize>) -> String {
+    let full = match opened(rules, path) {
+        Ok(full) => full,
+        Err(why) => return format!("refused: {why}"),
+    };
+    match tokio::fs::read(&full).await {
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(text) => tools::lines(&text, from, to),
+            Err(e) => format!("`{path}` is not UTF-8 text ({} bytes)", e.as_bytes().len()),
+        },
+        Err(e) => format!("cannot read `{path}`: {e}"),
+    }
+}
+
+async fn write(rules: &Rules<'_>, path: &str, content: &str) -> String {
+    let full = match opened(rules, path) {
+        Ok(full) => full,
+        Err(why) => return format!("refused: {why}"),
+    };
+    if let Some(parent) = full.parent()
+        && let Err(e) = tokio::fs::create_dir_all(parent).await
+    {
+        return format!("cannot make the folder of `{path}`: {e}");
+    }
+    match tokio::fs::write(&full, content).await {
+        Ok(()) => format!("wrote `{path}` ({} bytes)", content.len()),
+        Err(e) => format!("cannot write `{path}`: {e}"),
+    }
+}
+
+async fn list(rules: &Rules<'_>, path: &str) -> String {
+    let full = match opened(rules, path) {
+        Ok(full) => full,
+        Err(why) => return format!("refused: {why}"),
+    };
+    match tokio::task::spawn_blocking(move || tools::list(&full)).await {
+        Ok(Ok(listing)) => listing,
+        Ok(Err(e)) => format!("cannot list `{path}`: {e}"),
+        Err(e) => format!("cannot list `{path}`: {e}"),
+    }
+}
+
+/// The files no tool writes: the state file and its journal, aot's folder, git's.
+fn protected(assignment: &Assignment) -> Vec<PathBuf> {
+    let mut out = vec![assignment.root.join(".aot"), assignment.root.join(".git")];
+    if let Some((_, state)) = assignment.env.iter().find(|(k, _)| k == "AOT_STATE") {
+        let state = PathBuf::from(state);
+        if let Some(name) = state.file_name() {
+            // With isolation the attempt's copy holds the file under the same name.
+            let here = assignment.root.join(name);
+            let mut journal = here.clone().into_os_string();
+            journal.push(".journal.jsonl");
+            out.push(PathBuf::from(journal));
+            out.push(here);
+        }
+        out.push(state);
+    }
+    out
+}
+
+fn message_tokens(m: &Message) -> u64 {
+    let calls: u64 = m
+        .tool_calls
+        .iter()
+        .map(|c| estimate_tokens(&c.function.arguments) + estimate_tokens(&c.function.name) + 8)
+        .sum();
+    estimate_tokens(&m.content) + calls + 4
+}
+
+fn failed(class: FailureClass, message: String) -> Worked {
+    Worked::Failed {
+        class,
+        message,
+        ended: Default::default(),
+        blocked: None,
+    }
+}
+
+fn now_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_is_the_last_summary_line() {
+        let summary_of = command::summary_of;
+        assert_eq!(summary_of("did it\nsummary: first\nmore\nsummary: second\n"), "second");
+        assert_eq!(summary_of("all done\n\n"), "all done");
+        assert_eq!(summary_of(""), "");
+    }
+}
