@@ -11,7 +11,7 @@ use aot::journal::event::{Event, Record};
 use aot::planner::Alternatives;
 use aot::state::{AtomStatus, CommitPolicy, Isolation, StateFile};
 use aot::store::{self, Notice, Store};
-use aot::workers::{CommandValidator, CommandWorker, LlmWorker};
+use aot::workers::{CommandValidator, CommandWorker, LlmValidator, LlmWorker};
 use aot::workspace::GitWorkspace;
 use tokio_util::sync::CancellationToken;
 
@@ -265,7 +265,7 @@ fn summary(state: &StateFile, ended: &Ended, elapsed: std::time::Duration) -> St
     let spend = super::ui::status::spend(state);
     for (i, line) in spend.trim().lines().enumerate() {
         match line.strip_prefix("spend") {
-            Some(total) if i == 0 => out.push_str(&format!("  spend      {total}\n")),
+            Some(total) if i == 0 => out.push_str(&format!("  spend       {}\n", total.trim_start())),
             _ => out.push_str(&format!("              {}\n", line.trim_start())),
         }
     }
@@ -363,6 +363,12 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
         }),
     };
     roles.worker = Arc::new(worker);
+    // Plausible criteria are judged by the tool tier, the objective's by the brain tier.
+    let validator = client_for(&tiers, aot::llm::Role::Validator, declared.as_ref(), &mut unpriced)?;
+    let meta = client_for(&tiers, aot::llm::Role::MetaValidator, declared.as_ref(), &mut unpriced)?;
+    if validator.is_some() || meta.is_some() {
+        roles.validator = Arc::new(LlmValidator::new(validator, meta).keeping(kept.clone(), &folder));
+    }
     for model in unpriced {
         warn(&format!(
             "max_cost is set but llm.prices has no price for `{model}`: its calls count against max_tokens only"

@@ -372,6 +372,7 @@ pub fn from_edit(current: &StateFile, edited: &StateFile, at: Timestamp) -> Resu
         || a.background_intent != b.background_intent
         || a.deliverables != b.deliverables
         || a.definition_of_done != b.definition_of_done
+        || a.criteria != b.criteria
         || a.base_case != b.base_case;
     let mut kinds = Vec::new();
     if objective_changed {

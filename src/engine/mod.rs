@@ -180,6 +180,8 @@ pub struct Engine<'a> {
     reporter: roles::Reporter,
     reports: tokio::sync::mpsc::UnboundedReceiver<roles::Report>,
     meter: Arc<roles::Meter>,
+    /// The user was told the objective's criteria are not judged.
+    warned_unjudged: bool,
 }
 
 impl<'a> Engine<'a> {
@@ -232,6 +234,7 @@ impl<'a> Engine<'a> {
             reporter: roles::Reporter::new(sender, Arc::clone(&meter)),
             reports,
             meter,
+            warned_unjudged: false,
         }
     }
 
@@ -600,8 +603,9 @@ impl<'a> Engine<'a> {
         // The base case may already hold: then there is nothing to do.
         if let Some(evidence) = self.verify().await?
             && evidence.exit_code == Some(0)
+            && let Ok(ended) = self.on_held(evidence).await?
         {
-            return self.stop(StopReason::Completed, "the base case holds".into(), Some(evidence));
+            return Ok(ended);
         }
         if self.cancel.is_cancelled() {
             return self.stop_manual();
@@ -647,15 +651,16 @@ impl<'a> Engine<'a> {
         let iteration = self.state.run.iteration + 1;
         self.record(vec![Event::IterationStarted { iteration }])?;
         let round = self.round().await?;
+        // The objective's criteria found unmet after the base case held.
+        let mut unmet = None;
         if let Some(evidence) = round.completed {
-            return self
-                .stop(StopReason::Completed, "the base case holds".into(), Some(evidence))
-                .map(Some);
+            match self.on_held(evidence).await? {
+                Ok(ended) => return Ok(Some(ended)),
+                Err(evidence) => unmet = Some(evidence),
+            }
         }
         if let Some(message) = round.over_budget {
-            let message = format!("GGS abandoned the task: {message}");
-            self.remember_end(false, &message);
-            return self.stop(StopReason::Abandoned, message, None).map(Some);
+            return self.over_budget(&message).map(Some);
         }
         if round.cancelled {
             return self.stop_manual().map(Some);
@@ -680,16 +685,19 @@ impl<'a> Engine<'a> {
         let graph_done = self.graph.selected_solved();
         // With every_iteration a check already ran if nothing came in since it.
         let checked = match (policy, round.unchecked, round.last_check) {
+            _ if unmet.is_some() => unmet.map(Ok),
             (VerifyPolicy::EveryIteration, false, Some(evidence)) => Some(Ok(evidence)),
             (VerifyPolicy::EveryIteration, false, None) if !graph_done => None,
             (VerifyPolicy::EveryIteration, _, _) => self.verify().await.transpose(),
             (VerifyPolicy::WhenSolved, ..) if graph_done => self.verify().await.transpose(),
             (VerifyPolicy::WhenSolved, ..) => None,
         };
-        if let Some(evidence) = checked.transpose()? {
+        if let Some(mut evidence) = checked.transpose()? {
             if evidence.exit_code == Some(0) {
-                let completed = self.stop(StopReason::Completed, "the base case holds".into(), Some(evidence));
-                return completed.map(Some);
+                match self.on_held(evidence).await? {
+                    Ok(ended) => return Ok(Some(ended)),
+                    Err(unmet) => evidence = unmet,
+                }
             }
             if graph_done {
                 if let Some(ended) = self.replan(&round.finished, Vec::new(), Some(&evidence)).await? {
@@ -705,6 +713,32 @@ impl<'a> Engine<'a> {
             return self.dead_end().map(Some);
         }
         Ok(None)
+    }
+
+    /// The base case held: the run completes, unless the objective's
+    /// criteria are judged unmet (`Err`: the evidence, for GGS).
+    async fn on_held(&mut self, evidence: Evidence) -> Result<Result<Ended, Evidence>, EngineError> {
+        let judged = !self.state.objective.criteria.is_empty();
+        Ok(match self.accept(evidence).await? {
+            verify::Accepted::Complete(evidence) => {
+                let message = if judged && !self.warned_unjudged {
+                    "the base case holds, and the meta-validator finds the objective's criteria met"
+                } else {
+                    "the base case holds"
+                };
+                Ok(self.stop(StopReason::Completed, message.into(), Some(evidence))?)
+            }
+            verify::Accepted::Unmet(evidence) => Err(evidence),
+            verify::Accepted::OverBudget(message) => Ok(self.over_budget(&message)?),
+            verify::Accepted::Cancelled => Ok(self.stop_manual()?),
+        })
+    }
+
+    /// A role's next call could pass the task's budget: GGS abandons.
+    fn over_budget(&mut self, message: &str) -> Result<Ended, EngineError> {
+        let message = format!("GGS abandoned the task: {message}");
+        self.remember_end(false, &message);
+        self.stop(StopReason::Abandoned, message, None)
     }
 
     /// Stops when nothing can run: `blocked` if blocked atoms are why, else `exhausted`.

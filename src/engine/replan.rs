@@ -71,7 +71,9 @@ impl Engine<'_> {
         let atom = atoms.get(id);
         // Only criteria a validator judged count: plausible ones need an LLM validator.
         let mut criteria = atom.map_or_else(|| vec![Criterion::Run], Atom::criteria);
-        criteria.retain(Criterion::is_verifiable);
+        if !self.roles.validator.judges_plausible() {
+            criteria.retain(Criterion::is_verifiable);
+        }
         let verdicts = verdicts(criteria, finish);
         let trajectory = self
             .history

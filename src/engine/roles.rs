@@ -340,6 +340,45 @@ pub struct Checked {
     pub duration: Duration,
 }
 
+/// What the worker said of its finished work, for the validators.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Work {
+    /// Its summary line.
+    pub summary: String,
+    /// The end of its output.
+    pub output: String,
+}
+
+/// The objective's plausible criteria to judge once the base case holds.
+#[derive(Debug, Clone)]
+pub struct ObjectiveCheck {
+    /// The objective (goal, deliverables, definition of done, criteria).
+    pub objective: crate::state::Objective,
+    /// The base case's evidence (it held).
+    pub evidence: Evidence,
+    /// The solved atoms' summaries.
+    pub work: Vec<(AtomId, String)>,
+    /// The `llm:` section (prices).
+    pub llm: Option<crate::state::LlmSettings>,
+    /// Where the verdicts and the calls are reported.
+    pub report: Reporter,
+}
+
+/// What the meta-validator found of the objective's criteria.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ObjectiveJudged {
+    /// Every criterion holds (or there are none).
+    Holds,
+    /// Some do not: each with its evidence.
+    Unmet(Vec<String>),
+    /// No validator here can judge them.
+    NotJudged,
+    /// The call could pass the task's budget: not made.
+    OverBudget(String),
+    /// Judging was cancelled.
+    Cancelled,
+}
+
 /// Judges criteria and the base case.
 pub trait Validator: Send + Sync {
     /// Judges one criterion (never [`Criterion::Run`], which is the worker's)
@@ -348,11 +387,28 @@ pub trait Validator: Send + Sync {
         &'a self,
         criterion: &'a Criterion,
         assignment: &'a Assignment,
+        work: &'a Work,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Judgement>;
 
     /// Checks the base case; `None` when cancelled.
     fn base_case<'a>(&'a self, run: &'a BaseCaseRun, cancel: &'a CancellationToken) -> BoxFuture<'a, Option<Checked>>;
+
+    /// Whether plausible criteria are judged (else they do not count either way).
+    fn judges_plausible(&self) -> bool {
+        false
+    }
+
+    /// Judges the objective's plausible criteria once the base case holds
+    /// (seed R4b): completion needs both.
+    fn objective<'a>(
+        &'a self,
+        check: &'a ObjectiveCheck,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, ObjectiveJudged> {
+        let _ = (check, cancel);
+        Box::pin(std::future::ready(ObjectiveJudged::NotJudged))
+    }
 }
 
 /// What a planner is asked after a GGS directive other than abandon.

@@ -10,7 +10,7 @@ use serde::Serialize;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::roles::{Assignment, Brief, Judgement, Landed, Landing, Roles, Worked};
+use super::roles::{Assignment, Brief, Judgement, Landed, Landing, Roles, Work, Worked};
 use super::verify::{Verification, next_check};
 use super::{Engine, EngineError};
 use crate::journal::Reflection;
@@ -358,38 +358,43 @@ async fn attempt(roles: Roles, assignment: Assignment, cancel: CancellationToken
             ended,
             blocked,
         },
-        Worked::Done { summary, output } => match judge(&roles, &assignment, &cancel).await {
-            None => Attempted::Solved { summary, output },
-            // A check failed: what the work said it did is part of the lesson.
-            Some(Attempted::Failed {
-                class,
-                criterion,
-                message,
-                mut ended,
-                blocked,
-            }) => {
-                ended.summary = Some(summary).filter(|s| !s.trim().is_empty());
-                Attempted::Failed {
+        Worked::Done { summary, output } => {
+            let work = Work { summary, output };
+            let judged = judge(&roles, &assignment, &work, &cancel).await;
+            let Work { summary, output } = work;
+            match judged {
+                None => Attempted::Solved { summary, output },
+                // A check failed: what the work said it did is part of the lesson.
+                Some(Attempted::Failed {
                     class,
                     criterion,
                     message,
-                    ended,
+                    mut ended,
                     blocked,
+                }) => {
+                    ended.summary = Some(summary).filter(|s| !s.trim().is_empty());
+                    Attempted::Failed {
+                        class,
+                        criterion,
+                        message,
+                        ended,
+                        blocked,
+                    }
                 }
+                Some(other) => other,
             }
-            Some(other) => other,
-        },
+        }
     };
     (assignment.atom, attempted)
 }
 
 /// The first criterion the validator finds failing (or a cancellation); `None`: all hold.
-async fn judge(roles: &Roles, assignment: &Assignment, cancel: &CancellationToken) -> Option<Attempted> {
+async fn judge(roles: &Roles, assignment: &Assignment, work: &Work, cancel: &CancellationToken) -> Option<Attempted> {
     for criterion in assignment.spec.criteria() {
         if matches!(criterion, Criterion::Run | Criterion::Or) {
             continue;
         }
-        match roles.validator.judge(&criterion, assignment, cancel).await {
+        match roles.validator.judge(&criterion, assignment, work, cancel).await {
             Judgement::Passed | Judgement::NotJudged => {}
             Judgement::Cancelled => return Some(Attempted::Cancelled),
             Judgement::Failed { class, message, ended } => {

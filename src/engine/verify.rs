@@ -4,10 +4,23 @@
 
 use tokio::task::JoinHandle;
 
-use super::roles::{BaseCaseRun, Checked};
+use super::roles::{BaseCaseRun, Checked, ObjectiveCheck, ObjectiveJudged};
 use super::{Engine, EngineError};
 use crate::journal::event::Event;
 use crate::state::Evidence;
+
+/// Whether a base case that holds completes the task.
+pub(super) enum Accepted {
+    /// It does: the objective's criteria hold too (or there are none).
+    Complete(Evidence),
+    /// The meta-validator finds the objective's criteria unmet: the
+    /// evidence says which, for GGS as an unmet base case.
+    Unmet(Evidence),
+    /// Judging them could pass the task's budget: GGS abandons.
+    OverBudget(String),
+    /// The run was stopped meanwhile.
+    Cancelled,
+}
 
 /// A base-case check running on a task of its own.
 pub(super) struct Verification {
@@ -78,6 +91,56 @@ impl Engine<'_> {
             evidence: evidence.clone(),
         }])?;
         Ok(Some(evidence))
+    }
+
+    /// The base case holds (`evidence`): the objective's plausible criteria
+    /// are judged now (seed R4b, the meta-validator), and completion needs
+    /// both. `Ok(None)`: complete; else the evidence that it is not, for GGS
+    /// as an unmet base case (or the stop, over budget or cancelled).
+    pub(super) async fn accept(&mut self, evidence: Evidence) -> Result<Accepted, EngineError> {
+        if self.state.objective.criteria.is_empty() {
+            return Ok(Accepted::Complete(evidence));
+        }
+        let check = ObjectiveCheck {
+            objective: self.state.objective.clone(),
+            evidence: evidence.clone(),
+            work: self
+                .state
+                .bindings
+                .iter()
+                .take(100)
+                .map(|(a, b)| (a.clone(), b.summary.clone()))
+                .collect(),
+            llm: self.state.llm.clone(),
+            report: self.reporter.clone(),
+        };
+        let validator = self.roles.validator.clone();
+        let cancel = self.cancel.clone();
+        let task = tokio::spawn(async move { validator.objective(&check, &cancel).await });
+        let judged = task.await.unwrap_or(ObjectiveJudged::Cancelled);
+        self.take_reports()?;
+        Ok(match judged {
+            ObjectiveJudged::Holds => Accepted::Complete(evidence),
+            ObjectiveJudged::NotJudged => {
+                if !self.warned_unjudged {
+                    self.warned_unjudged = true;
+                    self.observer.warn(
+                        "the objective's criteria are not judged: no model on the brain tier (BRAIN_MODEL or OPENAI_MODEL); the base case alone decides",
+                    );
+                }
+                Accepted::Complete(evidence)
+            }
+            ObjectiveJudged::Unmet(unmet) => Accepted::Unmet(Evidence {
+                exit_code: None,
+                output_tail: format!(
+                    "the base case exits 0, but the meta-validator finds the objective's criteria unmet:\n{}",
+                    unmet.iter().map(|u| format!("- {u}")).collect::<Vec<_>>().join("\n")
+                ),
+                ..evidence
+            }),
+            ObjectiveJudged::OverBudget(message) => Accepted::OverBudget(message),
+            ObjectiveJudged::Cancelled => Accepted::Cancelled,
+        })
     }
 
     /// Checks the base case and journals the evidence; `None` if there is no

@@ -16,6 +16,7 @@ pub mod record;
 
 pub use client::{
     CallError, Client, FunctionCall, Message, Reply, Retry, Tool, ToolCall, ToolSpec, Usage, estimate_tokens,
+    parse_json,
 };
 
 use std::fmt;

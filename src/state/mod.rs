@@ -86,6 +86,10 @@ pub struct Objective {
     /// The externally verifiable completion check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_case: Option<BaseCase>,
+    /// Plausible criteria of the whole task, judged by the meta-validator (a
+    /// model on the brain tier) once the base case holds: completion needs both.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub criteria: Vec<String>,
     /// Limits of the loop.
     #[serde(default, skip_serializing_if = "Constraints::is_empty")]
     pub constraints: Constraints,

@@ -37,12 +37,15 @@ pub struct LlmWorker {
     kept: Option<Keeper>,
 }
 
-/// What an attempt did so far, for its `agent_ran` record.
+/// What a conversation did so far, for its `agent_ran` record.
 #[derive(Debug, Default)]
-struct Tally {
-    turns: u32,
-    tool_calls: u32,
-    refusals: u32,
+pub(super) struct Tally {
+    /// Model calls.
+    pub turns: u32,
+    /// Tool calls.
+    pub tool_calls: u32,
+    /// Tool calls refused.
+    pub refusals: u32,
 }
 
 impl LlmWorker {
@@ -64,19 +67,48 @@ impl LlmWorker {
 
     /// Works one attempt at an `agent` atom whose task is `task`.
     pub async fn work(&self, assignment: &Assignment, task: &str, cancel: &CancellationToken) -> Worked {
-        let mut tally = Tally::default();
+        let mut session = Session::new(&self.client, Role::Worker, assignment, false, self.kept.as_ref());
+        let mut messages = vec![Message::user(super::prompt::render(
+            super::prompt::WORKER_PROMPT,
+            assignment,
+            task,
+        ))];
         let timeout = assignment.spec.timeout.map(|t| t.0);
-        let work = self.turns(assignment, task, cancel, &mut tally);
-        let worked = match timeout {
-            Some(limit) => match tokio::time::timeout(limit, work).await {
-                Ok(worked) => worked,
-                Err(_) => failed(
-                    FailureClass::Environmental,
-                    format!("timed out after {}", crate::model::time::Span(limit)),
-                ),
-            },
-            None => work.await,
+        let talk = session.talk(&mut messages, self.max_turns, cancel);
+        let talked = match timeout {
+            Some(limit) => tokio::time::timeout(limit, talk)
+                .await
+                .unwrap_or(Talked::TimedOut(limit)),
+            None => talk.await,
         };
+        let worked = match talked {
+            Talked::Answered(reply) => Worked::Done {
+                summary: command::summary_of(&reply.content),
+                output: head_tail(&reply.content, tools::RESULT_MAX),
+            },
+            Talked::Cancelled => Worked::Cancelled,
+            Talked::OverBudget(message) => Worked::OverBudget { message },
+            Talked::Failed(message, class) => failed(class, message),
+            Talked::TimedOut(limit) => failed(
+                FailureClass::Environmental,
+                format!("timed out after {}", crate::model::time::Span(limit)),
+            ),
+            Talked::OutOfTurns(last_text) => {
+                let said = if last_text.trim().is_empty() {
+                    String::new()
+                } else {
+                    format!("; it last said: {}", first_line(last_text.trim()))
+                };
+                failed(
+                    FailureClass::Logical,
+                    format!(
+                        "the worker did not finish within {} turns (each turn's tools ran; the work may be half done){said}",
+                        self.max_turns
+                    ),
+                )
+            }
+        };
+        let tally = &session.tally;
         assignment.report.send(
             Event::AgentRan {
                 atom: assignment.atom.clone(),
@@ -90,52 +122,100 @@ impl LlmWorker {
         );
         worked
     }
+}
 
-    async fn turns(
-        &self,
-        assignment: &Assignment,
-        task: &str,
-        cancel: &CancellationToken,
-        tally: &mut Tally,
-    ) -> Worked {
-        let read_only = false;
-        let offered = tools::offered(read_only);
-        let mut messages = vec![Message::user(super::prompt::render(
-            super::prompt::WORKER_PROMPT,
+/// How a conversation with tools ended.
+pub(super) enum Talked {
+    /// The model answered without calling a tool.
+    Answered(Reply),
+    /// The turns ran out (the model's last words).
+    OutOfTurns(String),
+    /// A call failed for good (retries spent, or a refused request).
+    Failed(String, FailureClass),
+    /// The next call could pass the task's budget: it was not made.
+    OverBudget(String),
+    /// The atom's time ran out.
+    TimedOut(Duration),
+    /// The attempt was cancelled.
+    Cancelled,
+}
+
+/// One conversation of a role with the tools, for one attempt: each model
+/// call and each tool call checked, run, reported and kept.
+pub(super) struct Session<'a> {
+    client: &'a Client,
+    role: Role,
+    assignment: &'a Assignment,
+    read_only: bool,
+    kept: Option<(&'a Keeper, PathBuf)>,
+    protected: Vec<PathBuf>,
+    started: Instant,
+    /// Turns and tool calls so far.
+    pub tally: Tally,
+}
+
+impl<'a> Session<'a> {
+    /// A conversation of `role` for `assignment`; `read_only` offers only the reading tools.
+    pub fn new(
+        client: &'a Client,
+        role: Role,
+        assignment: &'a Assignment,
+        read_only: bool,
+        keeper: Option<&'a Keeper>,
+    ) -> Self {
+        Self {
+            client,
+            role,
             assignment,
-            task,
-        ))];
-        let kept_at = self.kept.as_ref().map(|k| k.name(now_millis()));
-        let protected = protected(assignment);
+            read_only,
+            kept: keeper.map(|k| (k, k.name(now_millis()))),
+            protected: protected(assignment),
+            started: Instant::now(),
+            tally: Tally::default(),
+        }
+    }
+
+    /// Talks until the model answers without a tool call, at most `turns`
+    /// more calls; `messages` grows with every turn.
+    pub async fn talk(&mut self, messages: &mut Vec<Message>, turns: u32, cancel: &CancellationToken) -> Talked {
+        let offered = tools::offered(self.read_only);
         let exists = |p: &Path| p.exists();
+        let assignment = self.assignment;
+        let protected = std::mem::take(&mut self.protected);
         let rules = Rules {
             root: &assignment.root,
             cwd: &assignment.cwd,
             protected: &protected,
             blocked_tools: &assignment.brief.blocked_tools,
             confirmed: assignment.brief.confirmed,
-            read_only,
+            read_only: self.read_only,
             exists: &exists,
         };
-        let started = Instant::now();
         let mut last_text = String::new();
-        while tally.turns < self.max_turns {
-            if cancel.is_cancelled() {
-                return Worked::Cancelled;
+        let last = self.tally.turns + turns;
+        let talked = loop {
+            if self.tally.turns >= last {
+                break Talked::OutOfTurns(last_text);
             }
-            let hold = match self.hold(assignment, &messages) {
+            if cancel.is_cancelled() {
+                break Talked::Cancelled;
+            }
+            let hold = match self.hold(messages) {
                 Ok(hold) => hold,
-                Err(message) => return Worked::OverBudget { message },
+                Err(message) => break Talked::OverBudget(message),
             };
-            tally.turns += 1;
+            self.tally.turns += 1;
             let call = tokio::select! {
-                call = self.client.chat_with_tools(Role::Worker, &messages, &offered, WORKER_MAX_TOKENS) => call,
-                () = cancel.cancelled() => return Worked::Cancelled,
+                call = self.client.chat_with_tools(self.role, messages, &offered, WORKER_MAX_TOKENS) => Some(call),
+                () = cancel.cancelled() => None,
             };
-            let kept = self.keep(kept_at.as_deref(), assignment, &messages, &call).await;
+            let Some(call) = call else {
+                break Talked::Cancelled;
+            };
+            let kept = self.keep(messages, &call).await;
             assignment.report.send(
                 called(
-                    Role::Worker,
+                    self.role,
                     &call,
                     &self.client.endpoint().model,
                     Some(&assignment.atom),
@@ -144,75 +224,68 @@ impl LlmWorker {
                 ),
                 Some(hold),
             );
-            let reply: Reply = match call {
+            let reply = match call {
                 Ok(reply) => reply,
                 Err(e) => {
-                    return failed(
+                    break Talked::Failed(
+                        format!(
+                            "the {}'s model call failed (turn {}): {}",
+                            self.role, self.tally.turns, e.message
+                        ),
                         e.class,
-                        format!("the worker's model call failed (turn {}): {}", tally.turns, e.message),
                     );
                 }
             };
             if reply.tool_calls.is_empty() {
-                return Worked::Done {
-                    summary: command::summary_of(&reply.content),
-                    output: head_tail(&reply.content, tools::RESULT_MAX),
-                };
+                break Talked::Answered(reply);
             }
             last_text = reply.content.clone();
             messages.push(Message::assistant_calls(reply.content, reply.tool_calls.clone()));
+            let mut cancelled = false;
             for tool_call in &reply.tool_calls {
-                let result = self
-                    .run_tool(tool_call, assignment, &rules, started, cancel, tally)
-                    .await;
-                let Some(result) = result else {
-                    return Worked::Cancelled;
-                };
-                messages.push(Message::tool_result(&tool_call.id, result));
+                match self.run_tool(tool_call, &rules, cancel).await {
+                    Some(result) => messages.push(Message::tool_result(&tool_call.id, result)),
+                    None => {
+                        cancelled = true;
+                        break;
+                    }
+                }
             }
-        }
-        let said = if last_text.trim().is_empty() {
-            String::new()
-        } else {
-            format!("; it last said: {}", first_line(last_text.trim()))
+            if cancelled {
+                break Talked::Cancelled;
+            }
         };
-        failed(
-            FailureClass::Logical,
-            format!(
-                "the worker did not finish within {} turns (each turn's tools ran; the work may be half done){said}",
-                self.max_turns
-            ),
-        )
+        self.protected = protected;
+        talked
     }
 
     /// Holds the worst case of the next call under the task's budgets.
-    fn hold(&self, assignment: &Assignment, messages: &[Message]) -> Result<Hold, String> {
+    fn hold(&self, messages: &[Message]) -> Result<Hold, String> {
         let prompt: u64 = messages.iter().map(message_tokens).sum();
         let worst_prompt = prompt * 11 / 10;
         let worst_reply = u64::from(WORKER_MAX_TOKENS);
         let model = &self.client.endpoint().model;
-        let cost = assignment
+        let cost = self
+            .assignment
             .llm
             .as_ref()
             .and_then(|l| l.prices.get(model))
             .map(|p| p.cost(worst_prompt, worst_reply));
-        assignment
+        self.assignment
             .report
-            .hold(Role::Worker.name(), worst_prompt + worst_reply, cost)
+            .hold(self.role.name(), worst_prompt + worst_reply, cost)
     }
 
     /// Runs one tool call under the rules, journals it, and returns what the
     /// model is told (`None`: the attempt was cancelled meanwhile).
     async fn run_tool(
-        &self,
+        &mut self,
         tool_call: &ToolCall,
-        assignment: &Assignment,
         rules: &Rules<'_>,
-        started: Instant,
         cancel: &CancellationToken,
-        tally: &mut Tally,
     ) -> Option<String> {
-        tally.tool_calls += 1;
+        let assignment = self.assignment;
+        self.tally.tool_calls += 1;
         let name = tool_call.function.name.as_str();
         let journal = |tool: &str, input: String, refused: Option<String>, exit_code: Option<i32>| {
             assignment.report.send(
@@ -230,20 +303,23 @@ impl LlmWorker {
         let call = match tools::parse(name, &tool_call.function.arguments) {
             Ok(call) => call,
             Err(why) => {
-                tally.refusals += 1;
+                self.tally.refusals += 1;
                 let input = crate::model::text::cut(first_line(&tool_call.function.arguments), 200);
                 journal(&crate::model::text::cut(name, 64), input, Some(why.clone()), None);
                 return Some(format!("refused: {why}"));
             }
         };
         if let Some(why) = tools::refusal(&call, rules) {
-            tally.refusals += 1;
+            self.tally.refusals += 1;
             journal(call.tool(), call.input(), Some(why.clone()), None);
             return Some(format!("refused: {why}"));
         }
         let (answer, exit_code) = match &call {
             Call::Shell { command } => {
-                let left = assignment.spec.timeout.map(|t| t.0.saturating_sub(started.elapsed()));
+                let left = assignment
+                    .spec
+                    .timeout
+                    .map(|t| t.0.saturating_sub(self.started.elapsed()));
                 let spec = CommandSpec {
                     command: command.clone(),
                     cwd: assignment.cwd.clone(),
@@ -275,14 +351,8 @@ impl LlmWorker {
     }
 
     /// Writes the conversation so far; the path as journaled.
-    async fn keep(
-        &self,
-        path: Option<&Path>,
-        assignment: &Assignment,
-        messages: &[Message],
-        call: &Result<Reply, crate::llm::CallError>,
-    ) -> Option<String> {
-        let (keeper, path) = (self.kept.as_ref()?, path?);
+    async fn keep(&self, messages: &[Message], call: &Result<Reply, crate::llm::CallError>) -> Option<String> {
+        let (keeper, path) = self.kept.as_ref()?;
         let answer = match call {
             Ok(reply) => {
                 serde_json::json!({"model": reply.model, "answer": reply.content, "tool_calls": reply.tool_calls})
@@ -290,9 +360,9 @@ impl LlmWorker {
             Err(e) => serde_json::json!({"error": e.message}),
         };
         let body = serde_json::json!({
-            "role": Role::Worker.name(),
-            "atom": assignment.atom,
-            "attempt": assignment.attempt,
+            "role": self.role.name(),
+            "atom": self.assignment.atom,
+            "attempt": self.assignment.attempt,
             "messages": messages,
             "answers": [answer],
         });

@@ -5,12 +5,14 @@
 //! `bash -c` in its own process group, output capture, cancellation.
 
 pub mod command;
+pub mod judge;
 pub mod llm;
 mod prompt;
 pub mod tools;
 mod validator;
 mod worker;
 
+pub use judge::LlmValidator;
 pub use llm::LlmWorker;
 pub use prompt::{AGENT_PROMPT, WORKER_PROMPT, agent_prompt};
 pub use validator::CommandValidator;

@@ -3,7 +3,7 @@
 use tokio_util::sync::CancellationToken;
 
 use super::command::{self, CommandSpec, Exit};
-use crate::engine::roles::{Assignment, BaseCaseRun, BoxFuture, Checked, Judgement, Validator};
+use crate::engine::roles::{Assignment, BaseCaseRun, BoxFuture, Checked, Judgement, Validator, Work};
 use crate::model::Criterion;
 use crate::model::text::with_evidence;
 use crate::state::FailureClass;
@@ -41,6 +41,7 @@ impl Validator for CommandValidator {
         &'a self,
         criterion: &'a Criterion,
         assignment: &'a Assignment,
+        _work: &'a Work,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Judgement> {
         match criterion {

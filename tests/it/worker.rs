@@ -330,3 +330,248 @@ fn a_call_that_could_pass_the_budget_is_not_made() {
     assert!(server.seen().is_empty());
     assert_eq!(agent_ran(&events), (0, 0, 0));
 }
+
+// ---- Through `aot start`: the built-in worker, the validators, the accounting.
+
+const KEY: &str = "sk-worker-secret-91ab-never-written";
+
+fn state_with(env: &TestEnv, objective_extra: &str, atom_extra: &str, retries: u32) {
+    env.write(
+        "aot.yaml",
+        &format!(
+            "version: 2\nobjective:\n  goal: greet the reader\n  background_intent: b\n  deliverables: out.txt\n  definition_of_done: out.txt greets\n  base_case: {{ command: 'grep -q Hello out.txt' }}\n  constraints: {{ max_retries: {retries}, isolation: none }}\n{objective_extra}graph:\n  atoms:\n    greet:\n      agent: write a greeting to out.txt\n{atom_extra}"
+        ),
+    );
+}
+
+fn start_with_model(env: &TestEnv, server: &FakeLlm) -> crate::common::Run {
+    crate::common::run_aot_with(
+        env.dir.path(),
+        &["start"],
+        &[
+            ("OPENAI_BASE_URL", server.base.as_str()),
+            ("OPENAI_API_KEY", KEY),
+            ("OPENAI_MODEL", "fake-model"),
+            ("AOT_LLM_TIMEOUT", "5"),
+        ],
+    )
+}
+
+fn verdict(verdict: &str, evidence: &str) -> Step {
+    Step::chat(&json!({"verdict": verdict, "evidence": evidence, "failure_class": "logical"}).to_string())
+}
+
+fn journal(env: &TestEnv) -> Vec<Event> {
+    aot::journal::read(&env.path("aot.yaml.journal.jsonl"))
+        .unwrap()
+        .records
+        .into_iter()
+        .map(|r| r.event)
+        .collect()
+}
+
+fn judged(events: &[Event]) -> Vec<(bool, String, Option<FailureClass>)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::CriterionJudged {
+                passed,
+                evidence,
+                class,
+                ..
+            } => Some((*passed, evidence.clone(), *class)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_plausible_criterion_that_fails_is_retried_with_its_evidence_then_passes() {
+    let env = TestEnv::new();
+    state_with(&env, "", "      criteria: [out.txt greets politely]\n", 1);
+    let server = FakeLlm::start(vec![
+        Step::tools("", &[("write_file", json!({"path": "out.txt", "content": "hi"}))]),
+        Step::chat("summary: wrote hi"),
+        verdict("fail", "out.txt says `hi`, which is curt, not polite"),
+        Step::tools(
+            "",
+            &[(
+                "write_file",
+                json!({"path": "out.txt", "content": "Hello, dear reader."}),
+            )],
+        ),
+        Step::chat("summary: wrote a polite hello"),
+        verdict("pass", "out.txt says `Hello, dear reader.`"),
+    ]);
+    let run = start_with_model(&env, &server);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        std::fs::read_to_string(env.path("out.txt")).unwrap_or_default(),
+        "Hello, dear reader."
+    );
+    let seen = server.seen();
+    assert_eq!(seen.len(), 6);
+    let roles: Vec<&str> = seen.iter().map(|s| s.header("x-aot-role").unwrap()).collect();
+    assert_eq!(
+        roles,
+        ["worker", "worker", "validator", "worker", "worker", "validator"]
+    );
+    // The validator sees the criterion and what the worker said; it gets only reading tools.
+    assert!(seen[2].prompt().contains("out.txt greets politely") && seen[2].prompt().contains("wrote hi"));
+    assert_eq!(seen[2].body["tools"].as_array().unwrap().len(), 2);
+    // The retry is told the criterion and the validator's evidence.
+    let retry = seen[3].prompt();
+    assert!(retry.contains("which is curt, not polite"), "{retry}");
+    assert!(retry.contains("criteria[0]"), "{retry}");
+    let events = journal(&env);
+    let verdicts = judged(&events);
+    assert_eq!(verdicts.len(), 2);
+    assert_eq!((verdicts[0].0, verdicts[0].2), (false, Some(FailureClass::Logical)));
+    // What an attempt reported is journaled before the attempt's end.
+    let at = |want: fn(&Event) -> bool| events.iter().position(want).unwrap();
+    let first_failed = at(|e| matches!(e, Event::AttemptFailed { .. }));
+    let first_verdict = at(|e| matches!(e, Event::CriterionJudged { .. }));
+    let solved = at(|e| matches!(e, Event::AtomSolved { .. }));
+    let last_call = events
+        .iter()
+        .rposition(|e| matches!(e, Event::LlmCalled { .. }))
+        .unwrap();
+    assert!(first_verdict < first_failed && last_call < solved, "{events:?}");
+    assert!(verdicts[1].0);
+    let status = crate::common::run_aot(env.dir.path(), &["status"]);
+    assert!(
+        status
+            .stdout
+            .contains("for greet: 6 calls, 720 tokens; llm, 2 attempts, 4 turns, 2 tool calls"),
+        "{}",
+        status.stdout
+    );
+    assert!(status.stdout.contains("worker     4 calls"), "{}", status.stdout);
+    assert!(status.stdout.contains("validator  2 calls"), "{}", status.stdout);
+    assert!(
+        run.stderr.contains("llm, 2 attempts, 4 turns"),
+        "the summary shows it: {}",
+        run.stderr
+    );
+    // The key is nowhere aot writes.
+    for path in walk(env.dir.path()) {
+        let text = std::fs::read(&path).unwrap_or_default();
+        assert!(!String::from_utf8_lossy(&text).contains(KEY), "{}", path.display());
+    }
+}
+
+#[test]
+fn malformed_verdicts_are_re_asked_once_then_fail_as_environmental() {
+    let env = TestEnv::new();
+    state_with(&env, "", "      criteria: [out.txt greets]\n", 0);
+    let server = FakeLlm::start(vec![
+        Step::tools("", &[("write_file", json!({"path": "out.txt", "content": "hi"}))]),
+        Step::chat("summary: wrote hi"),
+        Step::chat("Looks good to me!"),
+        Step::chat(r#"{"verdict": "probably", "evidence": "it greets"}"#),
+        Step::chat("no plan"),
+        Step::chat("still no plan"),
+    ]);
+    let run = start_with_model(&env, &server);
+    assert_ne!(run.code, 0, "an unread verdict never passes: {}", run.stderr);
+    let events = journal(&env);
+    let verdicts = judged(&events);
+    assert_eq!(verdicts.len(), 1, "{verdicts:?}");
+    assert!(!verdicts[0].0);
+    assert_eq!(verdicts[0].2, Some(FailureClass::Environmental));
+    assert!(verdicts[0].1.contains("could not be read"), "{verdicts:?}");
+    // The re-ask holds the answer and says what was wrong with it.
+    let reask = server.seen()[3].prompt();
+    assert!(
+        reask.contains("Looks good to me!") && reask.contains("could not be read"),
+        "{reask}"
+    );
+    let failed = events.iter().any(|e| {
+        matches!(e, Event::AtomFailed { class: FailureClass::Environmental, criterion, .. }
+            if criterion.to_string().starts_with("criteria[0]"))
+    });
+    assert!(failed, "{events:?}");
+
+    // A repaired verdict counts.
+    let env = TestEnv::new();
+    state_with(&env, "", "      criteria: [out.txt greets]\n", 0);
+    let server = FakeLlm::start(vec![
+        Step::tools("", &[("write_file", json!({"path": "out.txt", "content": "Hello"}))]),
+        Step::chat("summary: wrote Hello"),
+        Step::chat("<think>hmm</think> it greets"),
+        verdict("pass", "it says hi"),
+    ]);
+    let run = start_with_model(&env, &server);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+}
+
+#[test]
+fn the_objective_criteria_are_judged_by_the_meta_validator_once_the_base_case_holds() {
+    let objective = "  criteria: [the greeting is friendly]\n";
+    let env = TestEnv::new();
+    state_with(&env, objective, "", 0);
+    let server = FakeLlm::start(vec![
+        Step::tools("", &[("write_file", json!({"path": "out.txt", "content": "Hello!"}))]),
+        Step::chat("summary: wrote Hello!"),
+        Step::chat(r#"{"verdicts": [{"criterion": 0, "verdict": "pass", "evidence": "Hello! is friendly"}]}"#),
+    ]);
+    let run = start_with_model(&env, &server);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("meta-validator finds the objective's criteria met"),
+        "{}",
+        run.stderr
+    );
+    let seen = server.seen();
+    assert_eq!(seen[2].header("x-aot-role"), Some("meta_validator"));
+    assert!(seen[2].prompt().contains("the greeting is friendly") && seen[2].prompt().contains("wrote Hello!"));
+    let verdicts = judged(&journal(&env));
+    assert_eq!(verdicts.len(), 1);
+    assert!(verdicts[0].0);
+
+    // Unmet: the task does not complete although the base case holds.
+    let env = TestEnv::new();
+    state_with(&env, objective, "", 0);
+    let server = FakeLlm::start(vec![
+        Step::tools(
+            "",
+            &[("write_file", json!({"path": "out.txt", "content": "Hello, go away"}))],
+        ),
+        Step::chat("summary: wrote Hello, go away"),
+        Step::chat(r#"{"verdicts": [{"criterion": 0, "verdict": "fail", "evidence": "`go away` is hostile"}]}"#),
+        Step::chat("no plan"),
+        Step::chat("still no plan"),
+    ]);
+    let run = start_with_model(&env, &server);
+    assert_ne!(run.code, 0, "{}", run.stderr);
+    let verdicts = judged(&journal(&env));
+    assert_eq!(verdicts.len(), 1);
+    assert!(!verdicts[0].0 && verdicts[0].1.contains("hostile"));
+    let state = std::fs::read_to_string(env.path("aot.yaml")).unwrap_or_default();
+    assert!(!state.contains("reason: completed"), "{state}");
+    // The planner was asked with the meta-validator's evidence as the unmet base case.
+    let planner = server
+        .seen()
+        .iter()
+        .find(|s| s.header("x-aot-role") == Some("planner"))
+        .map(|s| s.prompt());
+    assert!(
+        planner.is_some_and(|p| p.contains("hostile")),
+        "{:?}",
+        server.seen().len()
+    );
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
