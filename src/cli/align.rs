@@ -304,6 +304,8 @@ fn draft(
                     answers_target: None,
                     confirmed: &|_| confirmed,
                     law: &law,
+                    // The draft's agent atoms may run under any worker later.
+                    agents_checked: false,
                 },
             )
         };

@@ -347,13 +347,17 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
     let folder = super::folder_of(&ctx.state);
     let kept = store::Paths::new(&ctx.state).aot_dir.join("llm");
     let mut unpriced = std::collections::BTreeSet::new();
+    let agent_override = std::env::var("AOT_AGENT_CMD").ok().filter(|c| !c.trim().is_empty());
+    let builtin_worker = tiers.for_role(aot::llm::Role::Worker).is_some() && agent_override.is_none();
     if let Some(client) = client_for(&tiers, aot::llm::Role::Planner, declared.as_ref(), &mut unpriced)? {
         roles.planner = Arc::new(
-            aot::planner::llm::LlmPlanner::new(client, folder.clone(), options.yes).keeping(kept.clone(), &folder),
+            aot::planner::llm::LlmPlanner::new(client, folder.clone(), options.yes)
+                .keeping(kept.clone(), &folder)
+                .checking_agents(builtin_worker),
         );
     }
     let worker = CommandWorker {
-        agent_override: std::env::var("AOT_AGENT_CMD").ok().filter(|c| !c.trim().is_empty()),
+        agent_override,
         llm: client_for(&tiers, aot::llm::Role::Worker, declared.as_ref(), &mut unpriced)?.map(|client| {
             let turns = std::env::var("AOT_WORKER_TURNS")
                 .ok()

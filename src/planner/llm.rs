@@ -36,6 +36,9 @@ pub struct LlmPlanner {
     /// Plans asked for in a decision's round so far, by round: a decision
     /// that comes back after questions (`Plan::Confirm`) goes on counting.
     asked: std::sync::Mutex<(u32, usize)>,
+    /// The built-in worker takes agent atoms the file gives no agent command
+    /// (and the environment none either): their commands are checked as they run.
+    agents_checked: bool,
 }
 
 impl LlmPlanner {
@@ -49,7 +52,17 @@ impl LlmPlanner {
             kept: None,
             waiting: std::sync::Mutex::new(None),
             asked: std::sync::Mutex::new((0, 0)),
+            agents_checked: false,
         }
+    }
+
+    /// Agent atoms without an agent command are worked by the built-in
+    /// worker (a tool-tier model, and no `AOT_AGENT_CMD`): a plan's agent
+    /// atom needs no confirmation up front, each command being checked at
+    /// dispatch.
+    pub fn checking_agents(mut self, checked: bool) -> Self {
+        self.agents_checked = checked;
+        self
     }
 
     /// Keeps each conversation (prompt, answers, repair re-asks) as a JSON
@@ -126,6 +139,8 @@ impl LlmPlanner {
             answers_target,
             confirmed: &|gate: &crate::law::Gate| self.confirmed || gate_answers.get(&gate.command) == Some(&true),
             law: &law,
+            // No agent command in the file: agent atoms go to the built-in worker.
+            agents_checked: self.agents_checked && state.workers.as_ref().is_none_or(|w| w.agent.is_none()),
         };
         plan_check::check(&atoms, &[], &rules)
     }

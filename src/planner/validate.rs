@@ -32,6 +32,11 @@ pub struct Rules<'a> {
     pub confirmed: &'a dyn Fn(&Gate) -> bool,
     /// Where the work happens, and what exists there.
     pub law: &'a law::Context<'a>,
+    /// Agent atoms are worked by aot's built-in worker, which checks every
+    /// command at dispatch (Law 1, blocked tools): an agent atom needs no
+    /// confirmation up front. Otherwise an agent CLI runs commands no one
+    /// reads, and a model's agent atom is a Law 1 gate.
+    pub agents_checked: bool,
 }
 
 /// Why a drafted plan may not run; empty reasons and gates: it may.
@@ -95,7 +100,7 @@ pub fn check(atoms: &IndexMap<AtomId, Atom>, extra: &[(&str, &str)], rules: &Rul
                 ));
             }
         }
-        if let Some(agent) = &atom.agent {
+        if let Some(agent) = atom.agent.as_ref().filter(|_| !rules.agents_checked) {
             // What an agent will run is known only when it runs.
             verdict.gates.push((
                 place("agent"),
@@ -250,6 +255,7 @@ mod tests {
             answers_target: Some("mirror"),
             confirmed: &|_| confirmed,
             law: &law,
+            agents_checked: false,
         };
         check(&atoms(plan), &[], &rules)
     }
@@ -274,6 +280,7 @@ mod tests {
             answers_target: None,
             confirmed: &|_| false,
             law: &law,
+            agents_checked: false,
         };
         assert!(!check(&atoms("a: { run: 'echo x > only-here.txt', cwd: sub }"), &[], &rules).passed());
         assert!(check(&atoms("a: { run: 'echo x > only-here.txt' }"), &[], &rules).passed());
@@ -346,6 +353,27 @@ mod tests {
         let v = verdict("a: { agent: 'fix the bug' }", &[], None, false);
         assert!(v.reasons.iter().any(|r| r.contains("agent")), "{v:?}");
         assert!(verdict("a: { agent: 'fix the bug' }", &[], None, true).passed());
+        // Worked by the built-in worker, every command it runs is checked then.
+        let exists = |_: &Path| false;
+        let law = law::Context {
+            workspace: Path::new("/w"),
+            exists: &exists,
+            cwd: None,
+        };
+        let none = BTreeSet::new();
+        let mut rules = Rules {
+            blocked_tools: &none,
+            blocked_targets: &none,
+            tried: None,
+            avoided: &[],
+            answers_target: None,
+            confirmed: &|_| false,
+            law: &law,
+            agents_checked: true,
+        };
+        assert!(check(&atoms("a: { agent: 'fix the bug' }"), &[], &rules).passed());
+        rules.agents_checked = false;
+        assert!(!check(&atoms("a: { agent: 'fix the bug' }"), &[], &rules).passed());
     }
 
     #[test]

@@ -322,12 +322,52 @@ pub struct Workers {
     pub agent: Option<AgentWorker>,
 }
 
-/// An external agent CLI that reads its prompt on stdin.
+/// An external agent CLI that reads its prompt on stdin: a command, a
+/// template for a known CLI, or both (the command run, its output read as
+/// the template's).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentWorker {
-    /// Shell command that runs the agent (overridden by `AOT_AGENT_CMD`).
-    pub command: String,
+    /// Shell command that runs the agent (overridden by `AOT_AGENT_CMD`);
+    /// default: the template's command line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// A known agent CLI: its headless command line, its environmental exit
+    /// codes, and its JSON output read for the final message, tokens and cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<AgentTemplate>,
+}
+
+/// The agent CLIs aot knows (`docs/workers.md` has the table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentTemplate {
+    /// Anthropic's Claude Code (`claude -p`).
+    Claude,
+    /// OpenAI's Codex CLI (`codex exec`).
+    Codex,
+    /// Aider.
+    Aider,
+    /// Block's goose (`goose run`).
+    Goose,
+    /// Google's Gemini CLI.
+    Gemini,
+    /// opencode (`opencode run`).
+    Opencode,
+}
+
+impl AgentTemplate {
+    /// The name as written in the file (`claude`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            AgentTemplate::Claude => "claude",
+            AgentTemplate::Codex => "codex",
+            AgentTemplate::Aider => "aider",
+            AgentTemplate::Goose => "goose",
+            AgentTemplate::Gemini => "gemini",
+            AgentTemplate::Opencode => "opencode",
+        }
+    }
 }
 
 /// The kind of a correction, which decides its effect on the trail.

@@ -438,6 +438,23 @@ pub fn check_semantics(state: &StateFile, root: Option<&Node>) -> Vec<Diagnostic
         );
     }
 
+    if let Some(agent) = state.workers.as_ref().and_then(|w| w.agent.as_ref()) {
+        if agent.command.is_none() && agent.template.is_none() {
+            errors.push(
+                Diagnostic::new("the agent worker names neither a command nor a template")
+                    .field("workers.agent")
+                    .at(at(&["workers", "agent"]))
+                    .help("give `command: \"my-agent --headless\"` (the prompt arrives on stdin) or `template: claude` (or codex, aider, goose, gemini, opencode)"),
+            );
+        } else if agent.command.as_deref().is_some_and(|c| c.trim().is_empty()) {
+            errors.push(
+                Diagnostic::new("the agent command is empty")
+                    .field("workers.agent.command")
+                    .at(at(&["workers", "agent", "command"])),
+            );
+        }
+    }
+
     let constraints = &state.objective.constraints;
     for (name, value) in constraints.positive_limits() {
         if value == Some(0) {

@@ -36,7 +36,13 @@ pub struct CommandSpec {
     pub stdin: Option<String>,
     /// Kill after this long.
     pub timeout: Option<Duration>,
+    /// Keep all of stdout too (up to [`STDOUT_MAX`]), for a parser of the
+    /// command's own output format (an agent CLI's JSON).
+    pub keep_stdout: bool,
 }
+
+/// The most of stdout kept whole (`keep_stdout`).
+pub const STDOUT_MAX: usize = 16 << 20;
 
 /// How a command ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,6 +71,8 @@ pub struct CommandResult {
     pub summary: String,
     /// How long it ran.
     pub duration: Duration,
+    /// All of stdout, when kept (`keep_stdout`).
+    pub stdout: Option<String>,
 }
 
 /// Says how a command ended, for a message: `exit 2`, `timed out`, ...
@@ -431,6 +439,7 @@ pub async fn run(spec: &CommandSpec, cancel: &CancellationToken) -> CommandResul
                 output: String::new(),
                 summary: String::new(),
                 duration: started.elapsed(),
+                stdout: None,
             };
         }
     };
@@ -453,6 +462,7 @@ pub async fn run(spec: &CommandSpec, cancel: &CancellationToken) -> CommandResul
     }
     let mut capture = Capture::default();
     let mut summary = Summary::default();
+    let mut stdout = spec.keep_stdout.then(String::new);
     let deadline = spec.timeout.map(|t| tokio::time::Instant::now() + t);
     let sleep_until = async {
         match deadline {
@@ -484,6 +494,9 @@ pub async fn run(spec: &CommandSpec, cancel: &CancellationToken) -> CommandResul
                 Some((is_stdout, line)) => {
                     if is_stdout {
                         summary.see(&line);
+                        if let Some(all) = stdout.as_mut().filter(|all| all.len() + line.len() <= STDOUT_MAX) {
+                            all.push_str(&line);
+                        }
                     }
                     capture.push(&line);
                 }
@@ -520,6 +533,7 @@ pub async fn run(spec: &CommandSpec, cancel: &CancellationToken) -> CommandResul
         output: capture.text(),
         summary: summary.get(),
         duration: started.elapsed(),
+        stdout,
     }
 }
 
@@ -534,6 +548,7 @@ mod tests {
             env: vec![("GREETING".into(), "hi".into())],
             stdin: None,
             timeout: Some(Duration::from_secs(20)),
+            keep_stdout: false,
         }
     }
 

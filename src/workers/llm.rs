@@ -326,6 +326,7 @@ impl<'a> Session<'a> {
                     env: assignment.env.clone(),
                     stdin: None,
                     timeout: Some(left.unwrap_or(SHELL_TIMEOUT).max(Duration::from_millis(100))),
+                    keep_stdout: false,
                 };
                 let result = command::run(&spec, cancel).await;
                 if result.exit == Exit::Cancelled {

@@ -8,6 +8,7 @@ pub mod command;
 pub mod judge;
 pub mod llm;
 mod prompt;
+pub mod template;
 pub mod tools;
 mod validator;
 mod worker;

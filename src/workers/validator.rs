@@ -22,6 +22,7 @@ impl CommandValidator {
             env: assignment.env.clone(),
             stdin: None,
             timeout: assignment.spec.timeout.map(|t| t.0),
+            keep_stdout: false,
         };
         let result = command::run(&spec, cancel).await;
         match &result.exit {
@@ -62,6 +63,7 @@ impl Validator for CommandValidator {
                 env: run.env.clone(),
                 stdin: None,
                 timeout: Some(run.timeout),
+                keep_stdout: false,
             };
             let result = command::run(&spec, cancel).await;
             (result.exit != Exit::Cancelled).then(|| Checked {

@@ -575,3 +575,210 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+// ---- Agent CLI templates, run as fake CLIs that print recorded output.
+
+use aot::state::AgentTemplate;
+
+const TEMPLATES: [(AgentTemplate, &str); 6] = [
+    (AgentTemplate::Claude, "claude.json"),
+    (AgentTemplate::Codex, "codex.jsonl"),
+    (AgentTemplate::Aider, "aider.txt"),
+    (AgentTemplate::Goose, "goose.json"),
+    (AgentTemplate::Gemini, "gemini.json"),
+    (AgentTemplate::Opencode, "opencode.jsonl"),
+];
+
+/// A fake `name` CLI on a PATH of its own: it records its arguments, its
+/// stdin and `GOOSE_MODE`, writes `content` to out.txt (unless empty),
+/// prints the recorded fixture, and exits `code`.
+fn fake_cli(env: &TestEnv, name: &str, fixture: &str, code: i32, content: &str) -> Vec<(String, String)> {
+    let bin = env.path("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let fixture = crate::common::root().join("tests/fixtures/agents").join(fixture);
+    let script = format!(
+        "#!/bin/bash\nprintf '%s\\n' \"$@\" > \"$FAKE_DIR/args\"\ncat > \"$FAKE_DIR/stdin\"\necho \"${{GOOSE_MODE:-}}\" > \"$FAKE_DIR/goose_mode\"\nif [ -n \"$FAKE_CONTENT\" ]; then printf '%s' \"$FAKE_CONTENT\" > out.txt; fi\ncat \"$FAKE_FIXTURE\"\nexit {code}\n"
+    );
+    let path = bin.join(name);
+    std::fs::write(&path, script).unwrap();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut std::fs::metadata(&path).unwrap().permissions(), 0o755);
+    let mut perms = std::fs::metadata(&path).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&path, perms).unwrap();
+    vec![
+        (
+            "PATH".into(),
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()),
+        ),
+        ("FAKE_DIR".into(), env.dir.path().display().to_string()),
+        ("FAKE_FIXTURE".into(), fixture.display().to_string()),
+        ("FAKE_CONTENT".into(), content.into()),
+    ]
+}
+
+fn template_state(env: &TestEnv, template: AgentTemplate, extra: &str) {
+    env.write(
+        "aot.yaml",
+        &format!(
+            "version: 2\nobjective:\n  goal: greet the reader\n  background_intent: b\n  deliverables: out.txt\n  definition_of_done: out.txt greets\n  base_case: {{ command: 'grep -q Hello out.txt' }}\n  constraints: {{ max_retries: 0, isolation: none }}\nworkers:\n  agent: {{ template: {} }}\ngraph:\n  atoms:\n    greet:\n      agent: write a greeting to out.txt\n{extra}",
+            template.name()
+        ),
+    );
+}
+
+fn run_with(env: &TestEnv, vars: &[(String, String)], args: &[&str]) -> crate::common::Run {
+    let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    crate::common::run_aot_with(env.dir.path(), args, &vars)
+}
+
+#[test]
+fn each_template_runs_its_cli_headless_and_reads_what_it_reports() {
+    for (template, fixture) in TEMPLATES {
+        let env = TestEnv::new();
+        template_state(&env, template, "");
+        let vars = fake_cli(&env, template.name(), fixture, 0, "Hello");
+        let run = run_with(&env, &vars, &["start"]);
+        assert_eq!(run.code, 0, "{template:?}: {}", run.stderr);
+        // The template's command line, the prompt on stdin.
+        let line = aot::workers::template::command(template);
+        let after_program = line.split_once(&format!("{} ", template.name())).unwrap().1;
+        let args = std::fs::read_to_string(env.path("args")).unwrap();
+        assert_eq!(
+            args.lines().collect::<Vec<_>>().join(" "),
+            after_program,
+            "{template:?}"
+        );
+        let stdin = std::fs::read_to_string(env.path("stdin")).unwrap();
+        assert!(stdin.contains("write a greeting to out.txt"), "{template:?}: {stdin}");
+        let goose_mode = std::fs::read_to_string(env.path("goose_mode")).unwrap();
+        assert_eq!(
+            goose_mode.trim(),
+            if template == AgentTemplate::Goose { "auto" } else { "" }
+        );
+        // The summary is the agent's final message's, not a line of JSON.
+        let state = aot::state::document::read(&env.path("aot.yaml")).unwrap().state;
+        assert_eq!(
+            state.bindings["greet"].summary, "wrote Hello to out.txt",
+            "{template:?}"
+        );
+        let tally = &state.run.agents["greet"];
+        assert_eq!((tally.worker.as_str(), tally.attempts), (template.name(), 1));
+        let parsed = aot::workers::template::parse(
+            template,
+            &std::fs::read_to_string(crate::common::root().join("tests/fixtures/agents").join(fixture)).unwrap(),
+        );
+        let (prompt, completion) = parsed.tokens.unwrap();
+        let spend = &state.run.spend;
+        assert_eq!(spend.tokens, prompt + completion, "{template:?}");
+        assert_eq!(spend.by_role["worker"].calls, 1, "{template:?}");
+        assert_eq!(spend.by_atom["greet"].tokens, prompt + completion, "{template:?}");
+        assert_eq!(spend.cost, parsed.cost.unwrap_or(0.0), "{template:?}");
+        assert_eq!(tally.turns, parsed.turns.unwrap_or(0), "{template:?}");
+    }
+}
+
+#[test]
+fn a_cli_reporting_a_provider_error_fails_as_environmental_even_with_exit_0() {
+    // Exit 0, `is_error: true`: not done; environmental, and with a failing probe, blocked.
+    let env = TestEnv::new();
+    template_state(&env, AgentTemplate::Claude, "      probe: 'false'\n");
+    let vars = fake_cli(&env, "claude", "claude-rate-limited.json", 0, "");
+    let run = run_with(&env, &vars, &["start"]);
+    assert_eq!(run.code, 7, "blocked: {}", run.stderr);
+    let events = journal(&env);
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, Event::AtomBlocked { reason, .. } if reason.contains("Rate limit"))),
+        "{events:?}"
+    );
+    // codex exits 1 for everything: the 401 in its events makes it environmental.
+    let env = TestEnv::new();
+    template_state(&env, AgentTemplate::Codex, "");
+    let vars = fake_cli(&env, "codex", "codex-unauthorized.jsonl", 1, "");
+    let run = run_with(&env, &vars, &["start"]);
+    assert_ne!(run.code, 0);
+    let failed = journal(&env).into_iter().find_map(|e| match e {
+        Event::AtomFailed { class, message, .. } => Some((class, message)),
+        _ => None,
+    });
+    let (class, message) = failed.expect("the atom failed");
+    assert_eq!(class, FailureClass::Environmental, "{message}");
+    assert!(message.contains("401 Unauthorized"), "{message}");
+    // gemini's own exit codes: 41 is authentication.
+    let env = TestEnv::new();
+    template_state(&env, AgentTemplate::Gemini, "");
+    let vars = fake_cli(&env, "gemini", "gemini.json", 41, "");
+    run_with(&env, &vars, &["start"]);
+    let class = journal(&env).into_iter().find_map(|e| match e {
+        Event::AtomFailed { class, .. } => Some(class),
+        _ => None,
+    });
+    assert_eq!(class, Some(FailureClass::Environmental));
+}
+
+#[test]
+fn cost_and_tokens_add_up_across_roles_and_templates() {
+    // claude works both atoms (reporting its own tokens and dollars), the
+    // validator judges greet's criterion, the planner adds the atom that
+    // makes the base case hold; every call is priced and counted once.
+    let env = TestEnv::new();
+    template_state(&env, AgentTemplate::Claude, "      criteria: [out.txt greets]\n");
+    let text = std::fs::read_to_string(env.path("aot.yaml")).unwrap()
+        + "llm:\n  prices:\n    fake-model: { input: 1.0, output: 2.0 }\n";
+    env.write("aot.yaml", &text);
+    // The first attempt writes `hi` (the base case wants Hello); the planner's atom writes Hello.
+    let mut vars = fake_cli(&env, "claude", "claude.json", 0, "hi");
+    let bin = env.path("bin/claude");
+    let script = std::fs::read_to_string(&bin).unwrap().replace(
+        "if [ -n \"$FAKE_CONTENT\" ]",
+        "if [ \"$AOT_ATOM\" != greet ]; then FAKE_CONTENT=Hello; fi\nif [ -n \"$FAKE_CONTENT\" ]",
+    );
+    std::fs::write(&bin, script).unwrap();
+    let server = FakeLlm::start(vec![
+        verdict("pass", "it greets"),
+        Step::chat(r#"{"atoms": {"polite": {"agent": "write Hello to out.txt"}}, "rationale": "say Hello"}"#),
+    ]);
+    vars.extend([
+        ("OPENAI_BASE_URL".to_string(), server.base.clone()),
+        ("OPENAI_MODEL".to_string(), "fake-model".to_string()),
+        ("AOT_LLM_TIMEOUT".to_string(), "5".to_string()),
+    ]);
+    // An agent CLI runs commands aot does not read: the planner's agent atom needs --yes.
+    let run = run_with(&env, &vars, &["start", "--yes"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let roles: Vec<String> = server
+        .seen()
+        .iter()
+        .map(|s| s.header("x-aot-role").unwrap().to_string())
+        .collect();
+    assert_eq!(roles, ["validator", "planner"]);
+    let state = aot::state::document::read(&env.path("aot.yaml")).unwrap().state;
+    let spend = &state.run.spend;
+    // claude.json: 184,595 prompt + 2,577 reply tokens, $0.2416735, per run.
+    let claude = (184_595 + 2577, 0.2416735);
+    // Each fake-model call: 100 + 20 tokens at $1/$2 per million.
+    let call = (120, (100.0 + 40.0) / 1e6);
+    assert_eq!(spend.calls, 4);
+    assert_eq!(spend.tokens, 2 * claude.0 + 2 * call.0);
+    assert!(
+        (spend.cost - (2.0 * claude.1 + 2.0 * call.1)).abs() < 1e-9,
+        "{}",
+        spend.cost
+    );
+    assert_eq!(spend.by_role["worker"].tokens, 2 * claude.0);
+    assert_eq!(spend.by_role["validator"].tokens, call.0);
+    assert_eq!(spend.by_role["planner"].tokens, call.0);
+    let by_role: f64 = spend.by_role.values().map(|t| t.cost).sum();
+    assert!((by_role - spend.cost).abs() < 1e-9);
+    let by_role_tokens: u64 = spend.by_role.values().map(|t| t.tokens).sum();
+    assert_eq!(by_role_tokens, spend.tokens);
+    assert_eq!(
+        spend.by_atom["greet"].tokens,
+        claude.0 + call.0,
+        "greet: its run and its verdict"
+    );
+    assert_eq!(state.run.agents["greet"].worker, "claude");
+    // The journal folds to the same spend.
+    assert_eq!(crate::common::run_aot(env.dir.path(), &["replay", "--check"]).code, 0);
+}
