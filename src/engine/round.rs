@@ -270,6 +270,7 @@ async fn isolated(roles: Roles, mut assignment: Assignment, cancel: Cancellation
     }
     let label = format!("aot: {} (attempt {})", assignment.atom, assignment.attempt);
     let keep = format!("{}-{}", assignment.atom, assignment.attempt);
+    let read_only = assignment.spec.read_only;
     let (atom, attempted) = attempt(roles, assignment, cancel).await;
     let discard = |attempted: Attempted| {
         let place = &place;
@@ -285,6 +286,8 @@ async fn isolated(roles: Roles, mut assignment: Assignment, cancel: Cancellation
         }
     };
     let (attempted, isolated) = match attempted {
+        // A probe's result is what it found, not what it changed: nothing lands.
+        solved @ Attempted::Solved { .. } if read_only => discard(solved).await,
         Attempted::Solved { summary, output } => {
             // A racer lands only if no other racer has; the claim is held
             // while it lands.

@@ -481,6 +481,11 @@ pub struct Atom {
     /// Read-only feasibility command, consulted after an environmental failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe: Option<String>,
+    /// The atom only investigates (a probe, in the seeds' words): the
+    /// built-in worker gets the reading tools only, and with isolation what
+    /// its work changed is discarded, never landed. Its summary is its result.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub read_only: bool,
     /// Tool label for GGS and memory (default: the program name of `run`,
     /// inferred: then a failure blocks the atom's target, not the tool).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -565,6 +570,7 @@ impl Atom {
             check,
             criteria,
             probe,
+            read_only,
             tool,
             target,
             timeout,
@@ -584,6 +590,7 @@ impl Atom {
             && *check == other.check
             && *criteria == other.criteria
             && *probe == other.probe
+            && *read_only == other.read_only
             && *tool == other.tool
             && *target == other.target
             && *timeout == other.timeout

@@ -614,6 +614,7 @@ pub fn check_semantics(state: &StateFile, root: Option<&Node>) -> Vec<Diagnostic
                 ("check", !atom.check.is_empty()),
                 ("criteria", !atom.criteria.is_empty()),
                 ("probe", atom.probe.is_some()),
+                ("read_only", atom.read_only),
                 ("timeout", atom.timeout.is_some()),
                 ("env", !atom.env.is_empty()),
                 ("cwd", atom.cwd.is_some()),

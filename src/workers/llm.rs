@@ -67,7 +67,9 @@ impl LlmWorker {
 
     /// Works one attempt at an `agent` atom whose task is `task`.
     pub async fn work(&self, assignment: &Assignment, task: &str, cancel: &CancellationToken) -> Worked {
-        let mut session = Session::new(&self.client, Role::Worker, assignment, false, self.kept.as_ref());
+        // A probe gets the reading tools only.
+        let read_only = assignment.spec.read_only;
+        let mut session = Session::new(&self.client, Role::Worker, assignment, read_only, self.kept.as_ref());
         let mut messages = vec![Message::user(super::prompt::render(
             super::prompt::WORKER_PROMPT,
             assignment,

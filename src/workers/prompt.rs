@@ -91,6 +91,15 @@ pub fn render(template: &str, assignment: &Assignment, task: &str) -> String {
         .replace("{{goal}}", &brief.goal)
         .replace("{{atom}}", &assignment.atom)
         .replace("{{task}}", task)
+        .replace(
+            "{{probe}}",
+            if assignment.spec.read_only {
+                "\nThis atom is a probe: investigate and report what you find in your summary; change nothing \
+                 (what a probe changes is discarded)."
+            } else {
+                ""
+            },
+        )
         .replace("{{bindings}}", &bindings)
         .replace("{{must_not}}", &must_not)
         .replace("{{should_prefer}}", &should_prefer)

@@ -252,6 +252,25 @@ fn a_probes_write_is_discarded() {
 }
 
 #[test]
+fn a_read_only_atoms_findings_are_its_result_and_its_changes_never_land() {
+    let repo = Repo::new();
+    repo.plan(
+        "max_retries: 0",
+        "    look:\n      run: 'echo scratch > notes.txt; echo summary: the parser is in src/date.py'\n      read_only: true\n    work:\n      run: 'echo \"{{bindings.look.summary}}\" > done.txt'\n      deps: [look]\n",
+    );
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(repo.read("notes.txt"), None, "the probe's write is discarded");
+    assert_eq!(repo.read("done.txt").as_deref(), Some("the parser is in src/date.py\n"));
+    let journal = repo.journal();
+    assert!(
+        journal.contains(r#""type":"changes_discarded","atom":"look""#),
+        "{journal}"
+    );
+    repo.assert_clean_after_run();
+}
+
+#[test]
 fn the_users_uncommitted_changes_are_the_starting_point_and_stay() {
     let repo = Repo::new();
     repo.env.write("a.txt", "one\nmine\nthree\n");

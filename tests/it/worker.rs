@@ -249,6 +249,54 @@ fn a_blocked_tool_and_paths_outside_the_workspace_are_refused_at_dispatch() {
 }
 
 #[test]
+fn a_probe_gets_the_reading_tools_only() {
+    let env = TestEnv::new();
+    std::fs::write(env.dir.path().join("notes.txt"), "the parser is in date.py\n").unwrap();
+    let server = FakeLlm::start(vec![
+        Step::tools(
+            "",
+            &[
+                ("read_file", json!({"path": "notes.txt"})),
+                ("write_file", json!({"path": "x.txt", "content": "x"})),
+                ("shell", json!({"command": "touch y.txt"})),
+            ],
+        ),
+        Step::chat("summary: the parser is in date.py"),
+    ]);
+    let worker = LlmWorker::new(client(&server), 30);
+    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
+    let (mut probe, _) = assignment(env.dir.path(), Brief::default(), Arc::default());
+    probe.spec.read_only = true;
+    probe.report = Reporter::new(sender, Arc::default());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let worked = runtime.block_on(worker.work(&probe, "find the parser", &CancellationToken::new()));
+    assert!(
+        matches!(worked, Worked::Done { ref summary, .. } if summary == "the parser is in date.py"),
+        "{worked:?}"
+    );
+    let seen = server.seen();
+    let offered: Vec<&str> = seen[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(offered, ["read_file", "list_files"]);
+    assert!(seen[0].prompt().contains("This atom is a probe"));
+    assert!(!env.dir.path().join("x.txt").exists() && !env.dir.path().join("y.txt").exists());
+    let mut events = Vec::new();
+    while let Ok(r) = receiver.try_recv() {
+        events.push(r.event);
+    }
+    let refused = refusals(&events);
+    assert_eq!(refused.len(), 2, "{events:?}");
+    assert!(refused.iter().all(|(_, why)| why.contains("only reads")), "{refused:?}");
+}
+
+#[test]
 fn a_worker_that_never_stops_is_cut_at_the_turn_bound() {
     let env = TestEnv::new();
     let busy = || Step::tools("looking around", &[("list_files", json!({}))]);
