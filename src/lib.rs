@@ -9,14 +9,15 @@
 //! - [`state`]: the state file — types, text, validation, schema, templates.
 //! - [`journal`]: domain events, their wire records, the one fold, the file and its compaction.
 //! - [`law`]: Law 1 — which shell commands destroy what cannot be put back.
-//! - [`llm`]: the LLM roles' transport — chat client, tiers, cleaning of answers.
+//! - [`llm`]: the LLM roles' transport — chat client, tiers, cleaning of answers, the record a call leaves.
 //! - [`graph`]: the AND/OR work graph — readiness, choice, recovery, variant.
 //! - [`steer`]: the choice order under GGS's blocked sets and memory.
 //! - [`correct`]: user corrections — redirects and the hand-edit classifier.
 //! - [`store`]: the state file and its journal as one durable unit.
 //! - [`engine`]: the loop, and the role traits it drives (worker, validator, planner).
-//! - [`planner`]: the default planner — pre-written OR alternatives under GGS directives.
-//! - [`workers`]: the worker and validator that run commands and agent CLIs.
+//! - [`planner`]: the planners — pre-written OR alternatives under GGS directives, and a model's replans.
+//! - [`workers`]: the workers and validators — commands, agent CLIs (templates), and models with tools.
+//! - [`audit`]: the auditor — what a journal shows of convergence, thrashing, broken rules and damage.
 //!
 //! The `aot` binary (`src/cli/`) wires the implementations and does all I/O
 //! with the user.
@@ -30,6 +31,7 @@
 
 #![warn(missing_docs)]
 
+pub mod audit;
 pub mod correct;
 pub mod engine;
 pub mod ggs;

@@ -29,7 +29,7 @@ pub struct Args {
 /// adds what the live display shows by other means (starts, snapshots, stops).
 pub fn describe(record: &Record, verbose: bool) -> Option<String> {
     Some(match &record.event {
-        Event::RunStarted { pid } => format!("aot: run started (pid {pid})"),
+        Event::RunStarted { pid, yes } => format!("aot: run started (pid {pid}{})", if *yes { ", --yes" } else { "" }),
         Event::IterationStarted { iteration } => format!("── iteration {iteration}"),
         Event::AtomSolved { atom, binding } => format!("  ✓ {atom}  {}", binding.summary),
         Event::AttemptFailed {

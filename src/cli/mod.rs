@@ -35,6 +35,7 @@ macro_rules! errln {
 }
 
 mod align;
+mod audit;
 mod graph;
 mod journal;
 mod log;
@@ -63,7 +64,8 @@ pub const EXIT_USAGE: i32 = 2;
 
 const AFTER_HELP: &str = "\
 Exit codes: 0 completed/ok, 1 error (bad input, I/O), 2 usage, 3 stopped (manual),
-4 abandoned, 5 exhausted, 6 gate (not aligned), 7 blocked, 8 iteration limit.
+4 abandoned, 5 exhausted, 6 gate (not aligned), 7 blocked, 8 iteration limit,
+9 audit findings at warning level or above.
 
 Docs: docs/user-guide.md, docs/state-file.md, docs/cli.md, docs/ggs.md, docs/memory.md";
 
@@ -115,6 +117,8 @@ enum Command {
     Replay(replay::Args),
     /// Export the work graph as Graphviz DOT or Mermaid, statuses as colours
     Graph(graph::Args),
+    /// Report what the journal shows: convergence failures, thrashing, broken rules, damage, spend without progress
+    Audit(audit::Args),
     /// Show the journal as a decision log: runs, failures, GGS decisions and choices
     Log(log::Args),
     /// Inspect the memory shared by the tasks of this folder, and run the Dreamer
@@ -339,6 +343,7 @@ pub fn main() -> i32 {
         Command::Status(args) => status::run(&ctx, args),
         Command::Replay(args) => replay::run(&ctx, args),
         Command::Graph(args) => graph::run(&ctx, args),
+        Command::Audit(args) => audit::run(&ctx, args),
         Command::Log(args) => log::run(&ctx, args),
         Command::Memory(command) => memory::run(&ctx, command),
         Command::Journal(command) => journal::run(&ctx, command),

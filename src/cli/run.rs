@@ -215,6 +215,28 @@ fn gates(state_path: &std::path::Path) -> String {
     lines.iter().map(|l| format!("  law 1       {l}\n")).collect()
 }
 
+/// The auditor's summary of the journal (`aot audit` has the findings).
+fn audited(ctx: &Context) -> String {
+    let Ok((findings, _)) = super::audit::findings(ctx) else {
+        return String::new();
+    };
+    let serious: Vec<&aot::audit::Finding> = findings
+        .iter()
+        .filter(|f| f.severity >= aot::audit::Severity::Warning)
+        .collect();
+    if serious.is_empty() {
+        return "  audit       no warnings\n".into();
+    }
+    let mut out = format!(
+        "  audit       {} (`aot audit` for all)\n",
+        aot::audit::summary(&findings)
+    );
+    for f in serious.iter().take(3) {
+        out.push_str(&format!("              {}\n", super::audit::line(f)));
+    }
+    out
+}
+
 fn summary(state: &StateFile, ended: &Ended, elapsed: std::time::Duration) -> String {
     let count = |s: AtomStatus| state.graph.atoms.values().filter(|a| a.status == s).count();
     let mut out = String::new();
@@ -467,14 +489,14 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
     if !json {
         out!(
             "{}",
-            summary(&final_state, &ended, started.elapsed()) + &gates(&ctx.state)
+            summary(&final_state, &ended, started.elapsed()) + &gates(&ctx.state) + &audited(ctx)
         );
     } else if !ctx.json {
         // Records go to a pipe or a file: the person who started the run
         // still reads how it ended, on stderr.
         errln!(
             "{}",
-            summary(&final_state, &ended, started.elapsed()) + &gates(&ctx.state)
+            summary(&final_state, &ended, started.elapsed()) + &gates(&ctx.state) + &audited(ctx)
         );
     }
     Ok(match ended {

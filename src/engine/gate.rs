@@ -76,6 +76,7 @@ impl Engine<'_> {
         }
         events.push(Event::RunStarted {
             pid: std::process::id(),
+            yes: self.options.yes,
         });
         self.record(events)?;
         Ok(())

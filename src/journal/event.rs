@@ -72,6 +72,9 @@ pub enum Event {
     RunStarted {
         /// The runner's process id.
         pid: u32,
+        /// Destructive commands and Caution alternatives were confirmed up
+        /// front (`--yes`): what the auditor checks a destructive command against.
+        yes: bool,
     },
     /// An iteration began.
     IterationStarted {

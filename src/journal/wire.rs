@@ -39,7 +39,8 @@
 //! - **8**: the LLM worker and validators: `tool_called` (each tool call of
 //!   the built-in worker, refused or run), `agent_ran` (an agent attempt's
 //!   worker, turns and tool calls) and `criterion_judged` (a plausible
-//!   criterion's verdict).
+//!   criterion's verdict); `run_started` may say `yes` (the run was started
+//!   with `--yes`).
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
@@ -96,6 +97,8 @@ pub enum WireEvent {
     },
     RunStarted {
         pid: u32,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        yes: bool,
     },
     IterationStarted {
         iteration: u32,
@@ -614,7 +617,7 @@ impl From<Event> for WireEvent {
                 atoms,
             },
             Event::ControlSet { control } => W::ControlSet { control },
-            Event::RunStarted { pid } => W::RunStarted { pid },
+            Event::RunStarted { pid, yes } => W::RunStarted { pid, yes },
             Event::IterationStarted { iteration } => W::IterationStarted { iteration },
             Event::AtomStarted { atom, attempt } => W::AtomStarted { atom, attempt },
             Event::AtomSolved { atom, binding } => W::AtomSolved { atom, binding },
@@ -831,7 +834,7 @@ fn event_from(event: WireEvent, v: u32) -> Event {
             atoms,
         },
         W::ControlSet { control } => Event::ControlSet { control },
-        W::RunStarted { pid } => Event::RunStarted { pid },
+        W::RunStarted { pid, yes } => Event::RunStarted { pid, yes },
         W::IterationStarted { iteration } => Event::IterationStarted { iteration },
         W::AtomStarted { atom, attempt } => Event::AtomStarted { atom, attempt },
         W::AtomSolved { atom, binding } => Event::AtomSolved { atom, binding },

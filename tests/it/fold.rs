@@ -91,7 +91,7 @@ fn event() -> impl Strategy<Value = Event> {
             },
         }),
         (0..100u32).prop_map(|iteration| Event::IterationStarted { iteration }),
-        any::<u32>().prop_map(|pid| Event::RunStarted { pid }),
+        (any::<u32>(), any::<bool>()).prop_map(|(pid, yes)| Event::RunStarted { pid, yes }),
         (
             prop::sample::select(vec![
                 CorrectionKind::ObjectiveChange,

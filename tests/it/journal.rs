@@ -53,7 +53,7 @@ fn one_of_each() -> Vec<Event> {
                 redirect_requested: false,
             },
         },
-        Event::RunStarted { pid: 4242 },
+        Event::RunStarted { pid: 4242, yes: false },
         Event::IterationStarted { iteration: 1 },
         Event::AtomStarted {
             atom: "build".into(),
@@ -700,7 +700,9 @@ fn a_batch_is_one_group_with_consecutive_sequence_numbers() {
     let records = journal.append(at(0), batch).unwrap();
     assert_eq!(records.first().map(|r| r.seq), Some(1));
     assert_eq!(records.last().map(|r| r.seq), Some(1000));
-    let more = journal.append(at(1), vec![Event::RunStarted { pid: 1 }]).unwrap();
+    let more = journal
+        .append(at(1), vec![Event::RunStarted { pid: 1, yes: false }])
+        .unwrap();
     assert_eq!(more[0].seq, 1001);
     assert_eq!(journal::read(&path).unwrap().records.len(), 1001);
 }
@@ -710,7 +712,8 @@ fn records_appended_by_another_handle_are_caught_up() {
     let env = TestEnv::new();
     let path = env.path("j.jsonl");
     let (mut mine, _) = Journal::open(&path).unwrap();
-    mine.append(at(0), vec![Event::RunStarted { pid: 1 }]).unwrap();
+    mine.append(at(0), vec![Event::RunStarted { pid: 1, yes: false }])
+        .unwrap();
     let (mut theirs, _) = Journal::open(&path).unwrap();
     theirs
         .append(at(1), vec![Event::IterationStarted { iteration: 1 }])

@@ -1,6 +1,7 @@
 //! Integration tests: one binary, one module per area (as jj does).
 
 mod align;
+mod audit;
 mod child;
 mod cli;
 mod common;

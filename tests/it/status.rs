@@ -87,7 +87,7 @@ fn status_after_a_run_killed_before_it_saved_shows_what_replay_gives() {
     journal
         .append(
             aot::model::time::Timestamp::from_millis(0),
-            vec![aot::journal::event::Event::RunStarted { pid: 1 }],
+            vec![aot::journal::event::Event::RunStarted { pid: 1, yes: false }],
         )
         .unwrap();
     let status = env.aot(&["status"]);
