@@ -197,12 +197,17 @@ impl<'a> Engine<'a> {
     ) -> Self {
         // Workers get absolute paths: one that runs elsewhere (a copy of the
         // tree) still finds the state file.
-        let dir = std::path::absolute(store.paths().dir()).unwrap_or_else(|_| store.paths().dir().to_path_buf());
+        // Canonical: `..` in the path (`--state ../proj/aot.yaml`) would make
+        // the workspace a prefix no resolved path has.
+        let dir = std::fs::canonicalize(store.paths().dir())
+            .or_else(|_| std::path::absolute(store.paths().dir()))
+            .unwrap_or_else(|_| store.paths().dir().to_path_buf());
         let graph = WorkGraph::new(&state);
         let history = crate::journal::read(&store.paths().journal)
             .map(|contents| History::of(&contents.records))
             .unwrap_or_default();
         let (sender, reports) = tokio::sync::mpsc::unbounded_channel();
+        let secrets = options.secrets.clone();
         let meter = Arc::new(roles::Meter::default());
         let c = &state.objective.constraints;
         meter.set(&state.run.spend, c.max_tokens, c.max_cost);
@@ -231,7 +236,7 @@ impl<'a> Engine<'a> {
             megram_seq: 0,
             landed: indexmap::IndexMap::new(),
             to_undo: Vec::new(),
-            reporter: roles::Reporter::new(sender, Arc::clone(&meter)),
+            reporter: roles::Reporter::new(sender, Arc::clone(&meter), secrets),
             reports,
             meter,
             warned_unjudged: false,

@@ -99,6 +99,8 @@ pub struct Brief {
 pub struct Reporter {
     sender: Option<tokio::sync::mpsc::UnboundedSender<Report>>,
     meter: Arc<Meter>,
+    /// Secret values (API keys, tokens) cut out of everything reported.
+    secrets: Arc<Vec<String>>,
 }
 
 impl std::fmt::Debug for Reporter {
@@ -117,16 +119,83 @@ pub struct Report {
 }
 
 impl Reporter {
-    /// A reporter sending to `sender`, spending under `meter`.
-    pub fn new(sender: tokio::sync::mpsc::UnboundedSender<Report>, meter: Arc<Meter>) -> Self {
+    /// A reporter sending to `sender`, spending under `meter`, cutting
+    /// `secrets` out of what it reports.
+    pub fn new(sender: tokio::sync::mpsc::UnboundedSender<Report>, meter: Arc<Meter>, secrets: Vec<String>) -> Self {
         Self {
             sender: Some(sender),
             meter,
+            secrets: Arc::new(secrets),
         }
     }
 
-    /// Reports `event`; `hold` is released once it is journaled.
+    /// `text` with the secrets cut out: for what a role sends a model or keeps.
+    pub fn redact(&self, text: &str) -> String {
+        crate::model::secret::redact(text, &self.secrets)
+    }
+
+    /// Reports `event` (secrets cut out, reasons bounded); `hold` is
+    /// released once it is journaled.
     pub fn send(&self, event: Event, hold: Option<Hold>) {
+        let bounded = |text: &str| crate::model::text::cut(&self.redact(text), 500);
+        let event = match event {
+            Event::ToolCalled {
+                atom,
+                attempt,
+                tool,
+                input,
+                refused,
+                exit_code,
+            } => Event::ToolCalled {
+                atom,
+                attempt,
+                tool: crate::model::text::cut(&tool, 64),
+                input: bounded(&input),
+                refused: refused.as_deref().map(bounded),
+                exit_code,
+            },
+            Event::CriterionJudged {
+                atom,
+                attempt,
+                criterion,
+                passed,
+                evidence,
+                class,
+            } => Event::CriterionJudged {
+                atom,
+                attempt,
+                criterion,
+                passed,
+                evidence: crate::model::text::cut(&self.redact(&evidence), 1000),
+                class,
+            },
+            Event::LlmCalled {
+                role,
+                model,
+                prompt_tokens,
+                completion_tokens,
+                estimated,
+                latency_ms,
+                attempts,
+                error,
+                atom,
+                cost,
+                kept,
+            } => Event::LlmCalled {
+                role,
+                model: crate::model::text::cut(&model, 200),
+                prompt_tokens,
+                completion_tokens,
+                estimated,
+                latency_ms,
+                attempts,
+                error: error.as_deref().map(bounded),
+                atom,
+                cost,
+                kept,
+            },
+            other => other,
+        };
         if let Some(sender) = &self.sender {
             // A run that ended no longer journals; the hold is released on drop.
             let _ = sender.send(Report { event, hold });
@@ -312,6 +381,8 @@ pub enum Judgement {
     /// This validator cannot judge this kind of criterion (e.g. a plausible
     /// criterion without an LLM validator): it does not count either way.
     NotJudged,
+    /// Judging would pass the task's budget: not done; GGS abandons.
+    OverBudget(String),
     /// Judging was cancelled.
     Cancelled,
 }

@@ -400,6 +400,7 @@ async fn judge(roles: &Roles, assignment: &Assignment, work: &Work, cancel: &Can
         match roles.validator.judge(&criterion, assignment, work, cancel).await {
             Judgement::Passed | Judgement::NotJudged => {}
             Judgement::Cancelled => return Some(Attempted::Cancelled),
+            Judgement::OverBudget(message) => return Some(Attempted::OverBudget(message)),
             Judgement::Failed { class, message, ended } => {
                 return Some(Attempted::Failed {
                     class,

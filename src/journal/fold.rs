@@ -250,7 +250,7 @@ pub fn effects(record: &Record) -> Vec<Effect<'_>> {
         } => vec![E::Spent {
             role,
             atom: atom.as_ref(),
-            tokens: prompt_tokens + completion_tokens,
+            tokens: prompt_tokens.saturating_add(*completion_tokens),
             cost: cost.unwrap_or(0.0),
             estimated: *estimated,
         }],

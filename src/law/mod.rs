@@ -414,6 +414,15 @@ impl Walker<'_, '_> {
                 self.gate(shown(), "runs a script known only when it runs")
             }
             "busybox" | "toybox" => self.argv(rest, heredocs, depth),
+            // A program run under another name: what runs is not what is read.
+            "hash" if words.iter().any(|w| w.starts_with("-p")) => {
+                self.gate(shown(), "`hash -p` runs a program under another name")
+            }
+            "alias" => self.gate(shown(), "an alias runs commands under another name"),
+            "enable" if !words.is_empty() => self.gate(shown(), "`enable` changes which builtins run"),
+            "shopt" if words.contains(&"expand_aliases") => {
+                self.gate(shown(), "aliases make commands run under other names")
+            }
             "find" => self.find(argv, rest, depth),
             "git" => self.git(&shown(), &words),
             "tee"

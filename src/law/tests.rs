@@ -221,3 +221,18 @@ fn a_deeply_nested_script_is_refused_without_reaching_the_parser() {
     let long_if = "if true; then ".repeat(2000) + "true";
     assert!(gates(&long_if).iter().any(|g| g.contains("too deeply")));
 }
+
+#[test]
+fn programs_run_under_other_names_are_gated() {
+    for command in [
+        "hash -p /bin/rm r; r -f keep",
+        "shopt -s expand_aliases\nalias r=rm\nr -rf data",
+        "alias g=git",
+        "enable -f ./x.so rm",
+    ] {
+        assert!(destructive(command), "{command}");
+    }
+    for command in ["hash", "hash -r", "shopt -s nullglob"] {
+        assert!(!destructive(command), "{command}");
+    }
+}

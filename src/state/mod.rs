@@ -857,8 +857,8 @@ pub struct Tally {
 
 impl Tally {
     fn add(&mut self, tokens: u64, cost: f64) {
-        self.calls += 1;
-        self.tokens += tokens;
+        self.calls = self.calls.saturating_add(1);
+        self.tokens = self.tokens.saturating_add(tokens);
         self.cost += cost;
     }
 }
@@ -871,8 +871,8 @@ impl Spend {
 
     /// Counts one call.
     pub fn add(&mut self, role: &str, atom: Option<&AtomId>, tokens: u64, cost: f64, estimated: bool) {
-        self.calls += 1;
-        self.tokens += tokens;
+        self.calls = self.calls.saturating_add(1);
+        self.tokens = self.tokens.saturating_add(tokens);
         self.cost += cost;
         self.estimated |= estimated;
         self.by_role.entry(role.to_string()).or_default().add(tokens, cost);

@@ -406,6 +406,21 @@ pub fn reap_orphans(state: &std::path::Path) -> usize {
     found.len()
 }
 
+/// Kills a command's process group when its run is dropped half-way.
+struct GroupGuard {
+    pid: Option<u32>,
+    armed: bool,
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            kill_group(self.pid);
+            track(self.pid, false);
+        }
+    }
+}
+
 fn kill_group(pid: Option<u32>) {
     if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
         // The group may already be gone; nothing else to do then.
@@ -445,6 +460,8 @@ pub async fn run(spec: &CommandSpec, cancel: &CancellationToken) -> CommandResul
     };
     let pid = child.id();
     track(pid, true);
+    // A caller that drops this future (an outer timeout) still leaves nothing running.
+    let mut guard = GroupGuard { pid, armed: true };
     let (tx, mut rx) = tokio::sync::mpsc::channel(64);
     let mut readers = tokio::task::JoinSet::new();
     if let Some(out) = child.stdout.take() {
@@ -528,6 +545,7 @@ pub async fn run(spec: &CommandSpec, cancel: &CancellationToken) -> CommandResul
         }
     }
     track(pid, false);
+    guard.armed = false;
     CommandResult {
         exit: exit.unwrap_or(Exit::Cancelled),
         output: capture.text(),

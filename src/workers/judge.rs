@@ -124,8 +124,8 @@ impl LlmValidator {
         let prompt = VALIDATOR_PROMPT
             .replace("{{goal}}", &assignment.brief.goal)
             .replace("{{atom}}", &assignment.atom)
-            .replace("{{summary}}", or_none(&work.summary))
-            .replace("{{output}}", or_none(&work.output))
+            .replace("{{summary}}", or_none(&assignment.report.redact(&work.summary)))
+            .replace("{{output}}", or_none(&assignment.report.redact(&work.output)))
             .replace("{{criterion}}", text)
             .replace("{{task}}", task);
         let mut messages = vec![Message::user(prompt)];
@@ -136,7 +136,7 @@ impl LlmValidator {
             let reply = match session.talk(&mut messages, turns, cancel).await {
                 Talked::Answered(reply) => reply,
                 Talked::Cancelled => return Judgement::Cancelled,
-                Talked::OverBudget(message) => break Err((FailureClass::Environmental, message)),
+                Talked::OverBudget(message) => return Judgement::OverBudget(message),
                 Talked::Failed(message, _) => break Err((FailureClass::Environmental, message)),
                 Talked::TimedOut(_) => break Err((FailureClass::Environmental, "the validator timed out".into())),
                 Talked::OutOfTurns(_) => {
@@ -214,7 +214,10 @@ impl LlmValidator {
                 o.definition_of_done.as_deref().unwrap_or("(none)"),
             )
             .replace("{{base_case}}", &check.evidence.command)
-            .replace("{{evidence}}", or_none(&check.evidence.output_tail))
+            .replace(
+                "{{evidence}}",
+                or_none(&check.report.redact(&check.evidence.output_tail)),
+            )
             .replace(
                 "{{work}}",
                 &list(check.work.iter().map(|(a, s)| format!("- {a}: {s}")).collect()),

@@ -27,6 +27,9 @@ pub const MAX_TURNS: u32 = 30;
 /// The most tokens one answer of the worker may take.
 pub const WORKER_MAX_TOKENS: u32 = 4096;
 
+/// Tool calls run per model turn; the rest of a longer list is refused.
+pub const CALLS_PER_TURN: usize = 16;
+
 /// How long one `shell` call may run when the atom sets no timeout.
 const SHELL_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -244,7 +247,16 @@ impl<'a> Session<'a> {
             last_text = reply.content.clone();
             messages.push(Message::assistant_calls(reply.content, reply.tool_calls.clone()));
             let mut cancelled = false;
-            for tool_call in &reply.tool_calls {
+            for (i, tool_call) in reply.tool_calls.iter().enumerate() {
+                if i >= CALLS_PER_TURN {
+                    self.tally.tool_calls += 1;
+                    self.tally.refusals += 1;
+                    messages.push(Message::tool_result(
+                        &tool_call.id,
+                        format!("refused: at most {CALLS_PER_TURN} tool calls run per turn; ask again for the rest"),
+                    ));
+                    continue;
+                }
                 match self.run_tool(tool_call, &rules, cancel).await {
                     Some(result) => messages.push(Message::tool_result(&tool_call.id, result)),
                     None => {
@@ -322,10 +334,17 @@ impl<'a> Session<'a> {
                     .spec
                     .timeout
                     .map(|t| t.0.saturating_sub(self.started.elapsed()));
+                // The model's commands do not see aot's secrets (API keys, tokens).
+                let mut env: Vec<(String, String)> = std::env::vars_os()
+                    .filter_map(|(k, _)| k.into_string().ok())
+                    .filter(|k| crate::model::secret::is_secret_name(k))
+                    .map(|k| (k, String::new()))
+                    .collect();
+                env.extend(assignment.env.iter().cloned());
                 let spec = CommandSpec {
                     command: command.clone(),
                     cwd: assignment.cwd.clone(),
-                    env: assignment.env.clone(),
+                    env,
                     stdin: None,
                     timeout: Some(left.unwrap_or(SHELL_TIMEOUT).max(Duration::from_millis(100))),
                     keep_stdout: false,
@@ -345,12 +364,22 @@ impl<'a> Session<'a> {
                 path,
                 from_line,
                 to_line,
-            } => (read(rules, path, *from_line, *to_line).await, None),
-            Call::WriteFile { path, content } => (write(rules, path, content).await, None),
-            Call::ListFiles { path } => (list(rules, path).await, None),
+            } => {
+                let (confine, path, from, to) = (Confine::of(rules), path.clone(), *from_line, *to_line);
+                (file_tool(cancel, move || confine.read(&path, from, to)).await?, None)
+            }
+            Call::WriteFile { path, content } => {
+                let (confine, path, content) = (Confine::of(rules), path.clone(), content.clone());
+                (file_tool(cancel, move || confine.write(&path, &content)).await?, None)
+            }
+            Call::ListFiles { path } => {
+                let (confine, path) = (Confine::of(rules), path.clone());
+                (file_tool(cancel, move || confine.list(&path)).await?, None)
+            }
         };
         journal(call.tool(), call.input(), None, exit_code);
-        Some(head_tail(&answer, tools::RESULT_MAX))
+        // What goes to the model (and the kept conversation) holds no secret.
+        Some(assignment.report.redact(&head_tail(&answer, tools::RESULT_MAX)))
     }
 
     /// Writes the conversation so far; the path as journaled.
@@ -373,55 +402,166 @@ impl<'a> Session<'a> {
     }
 }
 
-/// What a tool reads or writes, checked again where the file is opened:
-/// a symbolic link inside the workspace may point outside it.
-fn opened(rules: &Rules<'_>, path: &str) -> Result<PathBuf, String> {
-    let full = tools::resolve(rules.root, rules.cwd, path)?;
-    if !tools::inside(rules.root, &full) {
-        return Err(format!("`{path}` leads outside the workspace (a symbolic link)"));
-    }
-    Ok(full)
+/// The largest file `read_file` reads.
+pub const READ_MAX: u64 = 8 << 20;
+
+/// Where the file tools work, owned (for the blocking pool).
+#[derive(Clone)]
+struct Confine {
+    root: PathBuf,
+    cwd: PathBuf,
+    protected: Vec<PathBuf>,
 }
 
-async fn read(rules: &Rules<'_>, path: &str, from: Option<usize>, to: Option<usize>) -> String {
-    let full = match opened(rules, path) {
-        Ok(full) => full,
-        Err(why) => return format!("refused: {why}"),
-    };
-    match tokio::fs::read(&full).await {
-        Ok(bytes) => match String::from_utf8(bytes) {
-            Ok(text) => tools::lines(&text, from, to),
-            Err(e) => format!("`{path}` is not UTF-8 text ({} bytes)", e.as_bytes().len()),
-        },
-        Err(e) => format!("cannot read `{path}`: {e}"),
+impl Confine {
+    fn of(rules: &Rules<'_>) -> Self {
+        Self {
+            root: rules.root.to_path_buf(),
+            cwd: rules.cwd.to_path_buf(),
+            protected: rules.protected.to_vec(),
+        }
+    }
+
+    /// `path` resolved inside the workspace, as the file system has it:
+    /// symbolic links followed for reading and checked to stay inside,
+    /// refused at the end of a path to write; folders named `.git` or
+    /// `.aot` anywhere, and aot's files, never written (compared without
+    /// case, for file systems that ignore it).
+    fn resolve(&self, path: &str, writing: bool) -> Result<PathBuf, String> {
+        let full = tools::resolve(&self.root, &self.cwd, path)?;
+        let root = self
+            .root
+            .canonicalize()
+            .map_err(|e| format!("the workspace {} cannot be read: {e}", self.root.display()))?;
+        let lower = |p: &Path| p.to_string_lossy().to_lowercase();
+        let owned = |p: &Path| -> bool {
+            let inner = p.strip_prefix(&root).unwrap_or(p);
+            inner.components().any(|c| {
+                let name = c.as_os_str().to_string_lossy().to_lowercase();
+                name == ".git" || name == ".aot"
+            }) || self.protected.iter().any(|q| {
+                let q = q.canonicalize().unwrap_or_else(|_| q.clone());
+                lower(p).starts_with(&lower(&q))
+            })
+        };
+        if !writing {
+            let real = full.canonicalize().map_err(|e| format!("cannot open `{path}`: {e}"))?;
+            if !real.starts_with(&root) {
+                return Err(format!("`{path}` leads outside the workspace (a symbolic link)"));
+            }
+            return Ok(real);
+        }
+        if std::fs::symlink_metadata(&full).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(format!("`{path}` is a symbolic link: write the file it names instead"));
+        }
+        let (Some(parent), Some(name)) = (full.parent(), full.file_name()) else {
+            return Err(format!("`{path}` names no file"));
+        };
+        // The deepest folder that exists decides where the new ones go.
+        let mut existing = parent.to_path_buf();
+        while !existing.exists() {
+            if !existing.pop() {
+                break;
+            }
+        }
+        let real_existing = existing
+            .canonicalize()
+            .map_err(|e| format!("cannot open the folder of `{path}`: {e}"))?;
+        let real = real_existing
+            .join(parent.strip_prefix(&existing).unwrap_or(Path::new("")))
+            .join(name);
+        if !real.starts_with(&root) {
+            return Err(format!("`{path}` leads outside the workspace (a symbolic link)"));
+        }
+        if owned(&real) {
+            return Err(format!("`{path}` is aot's or git's own, not the work's"));
+        }
+        Ok(real)
+    }
+
+    fn read(&self, path: &str, from: Option<usize>, to: Option<usize>) -> String {
+        let full = match self.resolve(path, false) {
+            Ok(full) => full,
+            Err(why) => return format!("refused: {why}"),
+        };
+        let meta = match std::fs::metadata(&full) {
+            Ok(meta) => meta,
+            Err(e) => return format!("cannot read `{path}`: {e}"),
+        };
+        if !meta.is_file() {
+            return format!("`{path}` is not a regular file (use list_files for a folder)");
+        }
+        if meta.len() > READ_MAX {
+            return format!(
+                "`{path}` is {} bytes, over the {READ_MAX} bytes read_file reads: look at parts of it with shell (`head`, `grep -n`)",
+                meta.len()
+            );
+        }
+        match std::fs::read(&full) {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(text) => tools::lines(&text, from, to),
+                Err(e) => format!("`{path}` is not UTF-8 text ({} bytes)", e.as_bytes().len()),
+            },
+            Err(e) => format!("cannot read `{path}`: {e}"),
+        }
+    }
+
+    fn write(&self, path: &str, content: &str) -> String {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let full = match self.resolve(path, true) {
+            Ok(full) => full,
+            Err(why) => return format!("refused: {why}"),
+        };
+        if let Ok(meta) = std::fs::symlink_metadata(&full)
+            && !meta.is_file()
+        {
+            return format!("refused: `{path}` is not a regular file");
+        }
+        if let Some(parent) = full.parent()
+            && let Err(e) = std::fs::create_dir_all(parent)
+        {
+            return format!("cannot make the folder of `{path}`: {e}");
+        }
+        // The folders just made may not have been links; the file is opened without following one.
+        if !full
+            .parent()
+            .and_then(|p| p.canonicalize().ok())
+            .is_some_and(|p| self.root.canonicalize().is_ok_and(|root| p.starts_with(root)))
+        {
+            return format!("refused: `{path}` leads outside the workspace");
+        }
+        let opened = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits() | nix::fcntl::OFlag::O_NONBLOCK.bits())
+            .open(&full);
+        match opened.and_then(|mut f| f.write_all(content.as_bytes())) {
+            Ok(()) => format!("wrote `{path}` ({} bytes)", content.len()),
+            Err(e) => format!("cannot write `{path}`: {e}"),
+        }
+    }
+
+    fn list(&self, path: &str) -> String {
+        let full = match self.resolve(path, false) {
+            Ok(full) => full,
+            Err(why) => return format!("refused: {why}"),
+        };
+        match tools::list(&full) {
+            Ok(listing) => listing,
+            Err(e) => format!("cannot list `{path}`: {e}"),
+        }
     }
 }
 
-async fn write(rules: &Rules<'_>, path: &str, content: &str) -> String {
-    let full = match opened(rules, path) {
-        Ok(full) => full,
-        Err(why) => return format!("refused: {why}"),
-    };
-    if let Some(parent) = full.parent()
-        && let Err(e) = tokio::fs::create_dir_all(parent).await
-    {
-        return format!("cannot make the folder of `{path}`: {e}");
-    }
-    match tokio::fs::write(&full, content).await {
-        Ok(()) => format!("wrote `{path}` ({} bytes)", content.len()),
-        Err(e) => format!("cannot write `{path}`: {e}"),
-    }
-}
-
-async fn list(rules: &Rules<'_>, path: &str) -> String {
-    let full = match opened(rules, path) {
-        Ok(full) => full,
-        Err(why) => return format!("refused: {why}"),
-    };
-    match tokio::task::spawn_blocking(move || tools::list(&full)).await {
-        Ok(Ok(listing)) => listing,
-        Ok(Err(e)) => format!("cannot list `{path}`: {e}"),
-        Err(e) => format!("cannot list `{path}`: {e}"),
+/// Runs a file tool on the blocking pool, raced with the attempt's
+/// cancellation (`None`: cancelled — a tool stuck on a pipe does not hold it).
+async fn file_tool(cancel: &CancellationToken, job: impl FnOnce() -> String + Send + 'static) -> Option<String> {
+    let task = tokio::task::spawn_blocking(job);
+    tokio::select! {
+        done = task => Some(done.unwrap_or_else(|e| format!("the tool failed: {e}"))),
+        () = cancel.cancelled() => None,
     }
 }
 

@@ -128,8 +128,11 @@ fn last_object(stdout: &str) -> Option<Value> {
         .or_else(|| lines(stdout).last())
 }
 
+/// A count as reported; an implausible one (negative, over 10^12) is not read.
 fn u(v: &Value) -> Option<u64> {
-    v.as_u64().or_else(|| v.as_f64().map(|f| f as u64))
+    v.as_u64()
+        .or_else(|| v.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
+        .filter(|n| *n <= 1_000_000_000_000)
 }
 
 fn text(v: &Value) -> Option<String> {
@@ -147,7 +150,7 @@ fn claude(stdout: &str) -> Parsed {
     let prompt = ["input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"]
         .iter()
         .filter_map(|k| u(&usage[*k]))
-        .sum::<u64>();
+        .fold(0u64, u64::saturating_add);
     let tokens = u(&usage["output_tokens"]).map(|out| (prompt, out));
     let is_error =
         r["is_error"].as_bool().unwrap_or(false) || r["subtype"].as_str().is_some_and(|s| s.starts_with("error"));
@@ -179,8 +182,8 @@ fn codex(stdout: &str) -> Parsed {
         match event["type"].as_str() {
             Some("turn.completed") => {
                 let usage = &event["usage"];
-                prompt += u(&usage["input_tokens"]).unwrap_or(0);
-                out += u(&usage["output_tokens"]).unwrap_or(0);
+                prompt = u64::saturating_add(prompt, u(&usage["input_tokens"]).unwrap_or(0));
+                out = u64::saturating_add(out, u(&usage["output_tokens"]).unwrap_or(0));
                 turns += 1;
                 seen = true;
             }
@@ -210,10 +213,15 @@ fn codex(stdout: &str) -> Parsed {
 /// A token count as aider prints it: `788`, `2.3k`, `14k`.
 fn aider_tokens(word: &str) -> Option<u64> {
     let word = word.trim().trim_end_matches(',');
-    match word.strip_suffix('k') {
-        Some(k) => k.parse::<f64>().ok().map(|k| (k * 1000.0).round() as u64),
+    let n = match word.strip_suffix('k') {
+        Some(k) => k
+            .parse::<f64>()
+            .ok()
+            .filter(|k| k.is_finite() && *k >= 0.0)
+            .map(|k| (k * 1000.0).round() as u64),
         None => word.parse().ok(),
-    }
+    };
+    n.filter(|n| *n <= 1_000_000_000_000)
 }
 
 /// aider prints no JSON: after each call a line `Tokens: 2.3k sent, 440
@@ -242,8 +250,8 @@ fn aider(stdout: &str) -> Parsed {
                 }
             }
             if let (Some(s), Some(r)) = (sent, received) {
-                prompt += s;
-                out += r;
+                prompt = u64::saturating_add(prompt, s);
+                out = u64::saturating_add(out, r);
                 turns += 1;
             }
         }
@@ -280,7 +288,7 @@ fn goose(stdout: &str) -> Parsed {
         let input = u(&m["input_tokens"]);
         let output = u(&m["output_tokens"]);
         parsed.tokens = match (input, output, u(&m["total_tokens"])) {
-            (Some(i), Some(o), _) => Some((i + u(&m["cache_read_input_tokens"]).unwrap_or(0), o)),
+            (Some(i), Some(o), _) => Some((i.saturating_add(u(&m["cache_read_input_tokens"]).unwrap_or(0)), o)),
             (_, _, Some(total)) => Some((total, 0)),
             _ => None,
         };
@@ -343,15 +351,17 @@ fn gemini(stdout: &str) -> Parsed {
         ..Parsed::default()
     };
     if let Some(models) = r["stats"]["models"].as_object() {
-        let (mut prompt, mut out, mut requests) = (0, 0, 0);
+        let (mut prompt, mut out, mut requests) = (0u64, 0u64, 0u64);
         for stats in models.values() {
             let t = &stats["tokens"];
-            prompt += u(&t["prompt"]).unwrap_or(0);
-            out += u(&t["candidates"]).unwrap_or(0) + u(&t["thoughts"]).unwrap_or(0);
-            requests += u(&stats["api"]["totalRequests"]).unwrap_or(0);
+            prompt = u64::saturating_add(prompt, u(&t["prompt"]).unwrap_or(0));
+            out = out
+                .saturating_add(u(&t["candidates"]).unwrap_or(0))
+                .saturating_add(u(&t["thoughts"]).unwrap_or(0));
+            requests = requests.saturating_add(u(&stats["api"]["totalRequests"]).unwrap_or(0));
         }
         parsed.tokens = Some((prompt, out));
-        parsed.turns = Some(requests as u32).filter(|n| *n > 0);
+        parsed.turns = Some(u32::try_from(requests).unwrap_or(u32::MAX)).filter(|n| *n > 0);
         parsed.model = models.keys().next().cloned();
     } else if r["type"] == "result" {
         // stream-json's last line.
@@ -373,7 +383,7 @@ fn gemini(stdout: &str) -> Parsed {
 /// an error.
 fn opencode(stdout: &str) -> Parsed {
     let mut parsed = Parsed::default();
-    let (mut prompt, mut out, mut cost, mut steps) = (0, 0, 0.0, 0);
+    let (mut prompt, mut out, mut cost, mut steps) = (0u64, 0u64, 0.0, 0u32);
     let mut message = String::new();
     for event in lines(stdout) {
         let part = &event["part"];
@@ -386,8 +396,12 @@ fn opencode(stdout: &str) -> Parsed {
             }
             Some("step_finish") => {
                 let t = &part["tokens"];
-                prompt += u(&t["input"]).unwrap_or(0) + u(&t["cache"]["read"]).unwrap_or(0);
-                out += u(&t["output"]).unwrap_or(0) + u(&t["reasoning"]).unwrap_or(0);
+                prompt = prompt
+                    .saturating_add(u(&t["input"]).unwrap_or(0))
+                    .saturating_add(u(&t["cache"]["read"]).unwrap_or(0));
+                out = out
+                    .saturating_add(u(&t["output"]).unwrap_or(0))
+                    .saturating_add(u(&t["reasoning"]).unwrap_or(0));
                 cost += part["cost"].as_f64().unwrap_or(0.0);
                 steps += 1;
             }

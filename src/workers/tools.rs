@@ -224,6 +224,15 @@ pub fn refusal(call: &Call, rules: &Rules<'_>) -> Option<String> {
                 cwd: relative.filter(|c| !c.is_empty()),
             };
             let programs = crate::law::programs(command, &law);
+            // Renaming programs hides from every check what would run.
+            if let Some(renames) = programs
+                .iter()
+                .find(|p| matches!(p.as_str(), "hash" | "alias" | "enable"))
+            {
+                return Some(format!(
+                    "it uses `{renames}`, which runs programs under other names: aot could not tell what would run; call them by their names"
+                ));
+            }
             let blocked: Vec<&String> = rules
                 .blocked_tools
                 .iter()
@@ -292,23 +301,6 @@ pub fn resolve(root: &Path, cwd: &Path, path: &str) -> Result<PathBuf, String> {
         ));
     }
     Ok(full)
-}
-
-/// Whether `full` (from [`resolve`]) stays inside `root` once symbolic links
-/// are followed: the deepest part of it that exists is resolved.
-pub fn inside(root: &Path, full: &Path) -> bool {
-    let Ok(root) = root.canonicalize() else {
-        return false;
-    };
-    let mut probe = full.to_path_buf();
-    loop {
-        if let Ok(real) = probe.canonicalize() {
-            return real.starts_with(&root);
-        }
-        if !probe.pop() {
-            return false;
-        }
-    }
 }
 
 /// Lines `from`..=`to` of `text` (1-based), numbered, for `read_file`.
@@ -411,6 +403,11 @@ mod tests {
         assert!(why.contains("Law 1") && why.contains("rm -rf data"), "{why}");
         assert_eq!(refusal(&shell("rm -rf data"), &rules(&[], true, &none)), None);
         assert_eq!(refusal(&shell("cargo test"), &rules(&[], false, &none)), None);
+        // Under another name, confirmed or not.
+        for renamed in ["hash -p /usr/bin/git g; g status", "alias g=git; g status"] {
+            let why = refusal(&shell(renamed), &rules(&blocked, true, &none)).unwrap();
+            assert!(why.contains("other names"), "{renamed}: {why}");
+        }
     }
 
     #[test]

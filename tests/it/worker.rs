@@ -57,7 +57,7 @@ fn assignment(
             goal: "say hello".into(),
             ..brief
         },
-        report: Reporter::new(sender, meter),
+        report: Reporter::new(sender, meter, Vec::new()),
     };
     (assignment, receiver)
 }
@@ -267,7 +267,7 @@ fn a_probe_gets_the_reading_tools_only() {
     let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
     let (mut probe, _) = assignment(env.dir.path(), Brief::default(), Arc::default());
     probe.spec.read_only = true;
-    probe.report = Reporter::new(sender, Arc::default());
+    probe.report = Reporter::new(sender, Arc::default(), Vec::new());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -829,4 +829,132 @@ fn cost_and_tokens_add_up_across_roles_and_templates() {
     assert_eq!(state.run.agents["greet"].worker, "claude");
     // The journal folds to the same spend.
     assert_eq!(crate::common::run_aot(env.dir.path(), &["replay", "--check"]).code, 0);
+}
+
+#[test]
+fn symbolic_links_do_not_lead_the_file_tools_out_or_onto_aots_files() {
+    let env = TestEnv::new();
+    let ws = env.path("ws");
+    std::fs::create_dir_all(ws.join(".git")).unwrap();
+    std::fs::write(ws.join("aot.yaml"), "mine").unwrap();
+    let outside = env.path("outside.txt");
+    let link = |target: &Path, name: &str| std::os::unix::fs::symlink(target, ws.join(name)).unwrap();
+    link(&outside, "escape"); // dangling: its target does not exist yet
+    link(&ws.join(".git"), "g");
+    link(&ws.join("aot.yaml"), "s");
+    link(Path::new("/etc"), "etc");
+    let write = |path: &str| ("write_file", json!({"path": path, "content": "x"}));
+    let server = FakeLlm::start(vec![
+        Step::tools(
+            "",
+            &[
+                write("escape"),
+                write("g/config"),
+                write("s"),
+                write("sub/.GIT/hooks/pre-commit"),
+                ("read_file", json!({"path": "etc/hostname"})),
+                write("fine/new.txt"),
+            ],
+        ),
+        Step::chat("summary: done"),
+    ]);
+    let worker = LlmWorker::new(client(&server), 30);
+    let (worked, _) = work(&worker, &ws, Brief::default(), Arc::default());
+    assert!(matches!(worked, Worked::Done { .. }), "{worked:?}");
+    assert!(!outside.exists(), "no file made outside through a dangling link");
+    assert!(!ws.join(".git/config").exists());
+    assert_eq!(std::fs::read_to_string(ws.join("aot.yaml")).unwrap(), "mine");
+    assert!(!ws.join("sub/.GIT").exists());
+    assert_eq!(std::fs::read_to_string(ws.join("fine/new.txt")).unwrap(), "x");
+    let told = tool_messages(&server.seen()[1].body);
+    for (i, says) in [
+        (0, "symbolic link"),
+        (1, "own"),
+        (2, "symbolic link"),
+        (3, "aot's or git's own"),
+        (4, "outside"),
+    ] {
+        assert!(
+            told[i].starts_with("refused") && told[i].contains(says),
+            "{i}: {}",
+            told[i]
+        );
+    }
+}
+
+#[test]
+fn the_models_commands_see_no_secret_and_nothing_reported_holds_one() {
+    let env = TestEnv::new();
+    const SECRET: &str = "sk-the-brain-key-0042-xyz";
+    std::fs::write(env.dir.path().join(".env"), format!("KEY={SECRET}\n")).unwrap();
+    let server = FakeLlm::start(vec![
+        Step::tools(
+            "",
+            &[
+                ("shell", json!({"command": "echo \"[${BRAIN_API_KEY}]\""})),
+                ("read_file", json!({"path": ".env"})),
+                ("shell", json!({"command": format!("echo {SECRET} && rm -rf x")})),
+            ],
+        ),
+        Step::chat("summary: looked"),
+    ]);
+    let worker = LlmWorker::new(client(&server), 30);
+    // SAFETY: a test process's own variable, read by the child it starts.
+    unsafe { std::env::set_var("BRAIN_API_KEY", SECRET) };
+    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
+    let (mut a, _) = assignment(env.dir.path(), Brief::default(), Arc::default());
+    a.report = Reporter::new(sender, Arc::default(), vec![SECRET.to_string()]);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(worker.work(&a, "look", &CancellationToken::new()));
+    let told = tool_messages(&server.seen()[1].body);
+    assert!(told[0].contains("[]"), "the variable is blanked: {}", told[0]);
+    assert!(told.iter().all(|t| !t.contains(SECRET)), "{told:?}");
+    let mut events = Vec::new();
+    while let Ok(r) = receiver.try_recv() {
+        events.push(r.event);
+    }
+    assert!(!format!("{events:?}").contains(SECRET), "{events:?}");
+}
+
+#[test]
+fn a_file_tool_stuck_on_a_pipe_does_not_hold_a_cancelled_attempt() {
+    let env = TestEnv::new();
+    let fifo = env.dir.path().join("pipe");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    std::fs::write(
+        env.dir.path().join("big.log"),
+        vec![b'x'; (aot::workers::llm::READ_MAX + 1) as usize],
+    )
+    .unwrap();
+    let server = FakeLlm::start(vec![
+        Step::tools(
+            "",
+            &[
+                ("read_file", json!({"path": "big.log"})),
+                ("read_file", json!({"path": "pipe"})),
+            ],
+        ),
+        Step::chat("summary: read"),
+    ]);
+    let worker = LlmWorker::new(client(&server), 30);
+    let (a, _) = assignment(env.dir.path(), Brief::default(), Arc::default());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let worked = runtime.block_on(worker.work(&a, "read", &CancellationToken::new()));
+    // Neither is read: one is too large, the other not a regular file.
+    assert!(matches!(worked, Worked::Done { .. }), "{worked:?}");
+    let told = tool_messages(&server.seen()[1].body);
+    assert!(told[0].contains("over the"), "{}", told[0]);
+    assert!(told[1].contains("not a regular file"), "{}", told[1]);
 }
