@@ -182,6 +182,9 @@ pub struct Engine<'a> {
     meter: Arc<roles::Meter>,
     /// The user was told the objective's criteria are not judged.
     warned_unjudged: bool,
+    /// The objective criterion the meta-validator found unmet last (its
+    /// index and text): what GGS sees fail instead of the base case.
+    objective_unmet: Option<(usize, String)>,
 }
 
 impl<'a> Engine<'a> {
@@ -240,6 +243,7 @@ impl<'a> Engine<'a> {
             reports,
             meter,
             warned_unjudged: false,
+            objective_unmet: None,
         }
     }
 

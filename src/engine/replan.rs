@@ -138,10 +138,26 @@ impl Engine<'_> {
         (tools, targets)
     }
 
-    fn base_case_outcome(evidence: &Evidence) -> Outcome {
-        let class = match evidence.exit_code {
-            Some(code) if !Atom::DEFAULT_ENVIRONMENTAL_EXIT_CODES.contains(&code) => FailureClass::Logical,
-            _ => FailureClass::Environmental,
+    /// The base case's outcome; after the meta-validator found an objective
+    /// criterion unmet (the command held), that criterion failed, logically.
+    fn base_case_outcome(&self, evidence: &Evidence) -> Outcome {
+        let (criterion, class) = match &self.objective_unmet {
+            Some((index, text)) => (
+                Criterion::Plausible {
+                    index: *index,
+                    text: text.clone(),
+                },
+                FailureClass::Logical,
+            ),
+            None => (
+                Criterion::BaseCase {
+                    command: evidence.command.clone(),
+                },
+                match evidence.exit_code {
+                    Some(code) if !Atom::DEFAULT_ENVIRONMENTAL_EXIT_CODES.contains(&code) => FailureClass::Logical,
+                    _ => FailureClass::Environmental,
+                },
+            ),
         };
         Outcome {
             atom: None,
@@ -150,9 +166,7 @@ impl Engine<'_> {
             target: None,
             solved: false,
             verdicts: vec![Verdict {
-                criterion: Criterion::BaseCase {
-                    command: evidence.command.clone(),
-                },
+                criterion,
                 passed: false,
                 class: Some(class),
             }],
@@ -260,7 +274,7 @@ impl Engine<'_> {
                 ));
             }
         }
-        outcomes.extend(base_case.map(Self::base_case_outcome));
+        outcomes.extend(base_case.map(|e| self.base_case_outcome(e)));
         let constraints = &self.state.objective.constraints;
         ReplanRequest {
             outcomes,

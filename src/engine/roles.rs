@@ -203,9 +203,33 @@ impl Reporter {
     }
 
     /// Holds the worst case of a call (`tokens`, `cost` when priced) under
-    /// the task's budgets; `Err` says which budget it could pass.
-    pub fn hold(&self, role: &str, tokens: u64, cost: Option<f64>) -> Result<Hold, String> {
-        self.meter.hold(role, tokens, cost)
+    /// the task's budgets. `Ok(None)`: cancelled while waiting; `Err` says
+    /// which budget the call could pass even with no other call in flight.
+    /// When only the worst cases of calls in flight stand in the way, it
+    /// waits for them to settle: parallel roles near the budget take turns
+    /// instead of ending the task.
+    pub async fn hold(
+        &self,
+        role: &str,
+        tokens: u64,
+        cost: Option<f64>,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Hold>, String> {
+        loop {
+            let settled = self.meter.settled.notified();
+            tokio::pin!(settled);
+            // Registered before the check: a release between the two is not missed.
+            settled.as_mut().enable();
+            match self.meter.try_hold(role, tokens, cost) {
+                Ok(hold) => return Ok(Some(hold)),
+                Err(Busy::Spent(message)) => return Err(message),
+                Err(Busy::InFlight) => {}
+            }
+            tokio::select! {
+                () = settled => {}
+                () = cancel.cancelled() => return Ok(None),
+            }
+        }
     }
 
     /// Why no call may be made at all (a budget already spent); `None` when one may.
@@ -214,11 +238,23 @@ impl Reporter {
     }
 }
 
+/// Why a call cannot be held now.
+enum Busy {
+    /// Its worst case passes a budget even with nothing else in flight.
+    Spent(String),
+    /// Calls in flight hold what it needs: wait for them.
+    InFlight,
+}
+
 /// The task's model budgets (`max_tokens`, `max_cost`) across roles that
 /// call side by side: what the journal counts as spent, plus the worst case
 /// of every call in flight. A call is made only when its worst case fits.
 #[derive(Debug, Default)]
-pub struct Meter(std::sync::Mutex<Metered>);
+pub struct Meter {
+    metered: std::sync::Mutex<Metered>,
+    /// Signalled when a hold is released or the spend is updated.
+    settled: tokio::sync::Notify,
+}
 
 #[derive(Debug, Default, Clone, Copy)]
 struct Metered {
@@ -233,40 +269,43 @@ struct Metered {
 impl Meter {
     /// What the journal counts as spent, and the budgets as the file has them now.
     pub fn set(&self, spend: &crate::state::Spend, max_tokens: Option<u64>, max_cost: Option<f64>) {
-        if let Ok(mut m) = self.0.lock() {
+        if let Ok(mut m) = self.metered.lock() {
             m.spent_tokens = spend.tokens;
             m.spent_cost = spend.cost;
             m.max_tokens = max_tokens;
             m.max_cost = max_cost;
         }
+        self.settled.notify_waiters();
     }
 
-    fn hold(self: &Arc<Self>, role: &str, tokens: u64, cost: Option<f64>) -> Result<Hold, String> {
-        let Ok(mut m) = self.0.lock() else {
-            return Err("the budget meter is unusable".into());
+    fn try_hold(self: &Arc<Self>, role: &str, tokens: u64, cost: Option<f64>) -> Result<Hold, Busy> {
+        let Ok(mut m) = self.metered.lock() else {
+            return Err(Busy::Spent("the budget meter is unusable".into()));
         };
         if let Some(max) = m.max_tokens {
-            let used = m.spent_tokens + m.held_tokens;
-            if used + tokens > max {
-                return Err(format!(
-                    "the token budget would not cover the {role}'s next call: {} of max_tokens {max} spent{}, and the call could take up to {tokens} (`aot redirect --set max_tokens=N` raises it)",
-                    m.spent_tokens,
-                    held(m.held_tokens as f64, |t| format!("{t:.0} tokens"))
-                ));
+            if m.spent_tokens.saturating_add(tokens) > max {
+                return Err(Busy::Spent(format!(
+                    "the token budget would not cover the {role}'s next call: {} of max_tokens {max} spent, and the call could take up to {tokens} (`aot redirect --set max_tokens=N` raises it)",
+                    m.spent_tokens
+                )));
+            }
+            if m.spent_tokens.saturating_add(m.held_tokens).saturating_add(tokens) > max {
+                return Err(Busy::InFlight);
             }
         }
         if let (Some(max), Some(cost)) = (m.max_cost, cost) {
-            let used = m.spent_cost + m.held_cost;
-            if used + cost > max {
-                return Err(format!(
-                    "the dollar budget would not cover the {role}'s next call: ${:.4} of max_cost ${max} spent{}, and the call could cost up to ${cost:.4} (`aot redirect --set max_cost=N` raises it)",
-                    m.spent_cost,
-                    held(m.held_cost, |c| format!("${c:.4}"))
-                ));
+            if m.spent_cost + cost > max {
+                return Err(Busy::Spent(format!(
+                    "the dollar budget would not cover the {role}'s next call: ${:.4} of max_cost ${max} spent, and the call could cost up to ${cost:.4} (`aot redirect --set max_cost=N` raises it)",
+                    m.spent_cost
+                )));
+            }
+            if m.spent_cost + m.held_cost + cost > max {
+                return Err(Busy::InFlight);
             }
         }
         let cost = cost.unwrap_or(0.0);
-        m.held_tokens += tokens;
+        m.held_tokens = m.held_tokens.saturating_add(tokens);
         m.held_cost += cost;
         Ok(Hold {
             meter: Arc::clone(self),
@@ -276,9 +315,9 @@ impl Meter {
     }
 
     fn spent_out(&self) -> Option<String> {
-        let m = self.0.lock().ok()?;
+        let m = self.metered.lock().ok()?;
         if let Some(max) = m.max_tokens
-            && m.spent_tokens + m.held_tokens >= max
+            && m.spent_tokens >= max
         {
             return Some(format!(
                 "the token budget is spent: {} of max_tokens {max} (`aot redirect --set max_tokens=N` raises it)",
@@ -286,7 +325,7 @@ impl Meter {
             ));
         }
         if let Some(max) = m.max_cost
-            && m.spent_cost + m.held_cost >= max
+            && m.spent_cost >= max
         {
             return Some(format!(
                 "the dollar budget is spent: ${:.4} of max_cost ${max} (`aot redirect --set max_cost=N` raises it)",
@@ -294,15 +333,6 @@ impl Meter {
             ));
         }
         None
-    }
-}
-
-/// ", and N held by calls in flight", or nothing when none are.
-fn held(amount: f64, show: impl Fn(f64) -> String) -> String {
-    if amount > 0.0 {
-        format!(" and {} held by calls in flight", show(amount))
-    } else {
-        String::new()
     }
 }
 
@@ -316,10 +346,11 @@ pub struct Hold {
 
 impl Drop for Hold {
     fn drop(&mut self) {
-        if let Ok(mut m) = self.meter.0.lock() {
+        if let Ok(mut m) = self.meter.metered.lock() {
             m.held_tokens = m.held_tokens.saturating_sub(self.tokens);
             m.held_cost = (m.held_cost - self.cost).max(0.0);
         }
+        self.meter.settled.notify_waiters();
     }
 }
 
@@ -440,8 +471,17 @@ pub struct ObjectiveCheck {
 pub enum ObjectiveJudged {
     /// Every criterion holds (or there are none).
     Holds,
-    /// Some do not: each with its evidence.
-    Unmet(Vec<String>),
+    /// Some do not: the first unmet (its index and text), and a line for
+    /// each with its evidence.
+    Unmet {
+        /// The first unmet criterion: its index in `objective.criteria` and its text.
+        first: (usize, String),
+        /// Each unmet criterion with the meta-validator's evidence.
+        lines: Vec<String>,
+    },
+    /// The meta-validator could not judge (its provider failed, its answer
+    /// did not read): environmental, the criteria are not known to fail.
+    Failed(String),
     /// No validator here can judge them.
     NotJudged,
     /// The call could pass the task's budget: not made.

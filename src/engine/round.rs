@@ -529,7 +529,11 @@ impl Engine<'_> {
         let Some(evidence) = self.take_check(verification, checked)? else {
             return Ok(());
         };
-        if evidence.exit_code == Some(0) {
+        // With objective criteria, the meta-validator judges a finished
+        // graph: work in flight is not cancelled for a check that may not complete the task.
+        let judged_later =
+            !self.state.objective.criteria.is_empty() && (!d.running.is_empty() || !self.graph.selected_solved());
+        if evidence.exit_code == Some(0) && !judged_later {
             d.round.completed = Some(evidence);
             d.halted = true;
             self.round_cancel.cancel();

@@ -80,6 +80,8 @@ impl Engine<'_> {
         checked: Option<Checked>,
     ) -> Result<Option<Evidence>, EngineError> {
         let Some(checked) = checked else { return Ok(None) };
+        // A new check: what the meta-validator found of the last one is stale.
+        self.objective_unmet = None;
         let evidence = Evidence {
             command: verification.command.clone(),
             exit_code: checked.exit_code,
@@ -116,8 +118,16 @@ impl Engine<'_> {
         };
         let validator = self.roles.validator.clone();
         let cancel = self.cancel.clone();
-        let task = tokio::spawn(async move { validator.objective(&check, &cancel).await });
-        let judged = task.await.unwrap_or(ObjectiveJudged::Cancelled);
+        let mut task = tokio::spawn(async move { validator.objective(&check, &cancel).await });
+        // A stop or a redirect is served while the meta-validator judges,
+        // and what it reports is journaled as it comes.
+        let judged = loop {
+            tokio::select! {
+                judged = &mut task => break judged.unwrap_or_else(|e| ObjectiveJudged::Failed(format!("the meta-validator's task ended abnormally: {e}"))),
+                changed = Self::next_change(&mut self.watch) => self.on_change(changed).await?,
+                Some(report) = self.reports.recv() => self.take_report(report)?,
+            }
+        };
         self.take_reports()?;
         Ok(match judged {
             ObjectiveJudged::Holds => Accepted::Complete(evidence),
@@ -130,12 +140,20 @@ impl Engine<'_> {
                 }
                 Accepted::Complete(evidence)
             }
-            ObjectiveJudged::Unmet(unmet) => Accepted::Unmet(Evidence {
+            ObjectiveJudged::Unmet { first, lines } => {
+                self.objective_unmet = Some(first);
+                Accepted::Unmet(Evidence {
+                    exit_code: None,
+                    output_tail: format!(
+                        "the base case exits 0, but the meta-validator finds the objective's criteria unmet:\n{}",
+                        lines.iter().map(|u| format!("- {u}")).collect::<Vec<_>>().join("\n")
+                    ),
+                    ..evidence
+                })
+            }
+            ObjectiveJudged::Failed(why) => Accepted::Unmet(Evidence {
                 exit_code: None,
-                output_tail: format!(
-                    "the base case exits 0, but the meta-validator finds the objective's criteria unmet:\n{}",
-                    unmet.iter().map(|u| format!("- {u}")).collect::<Vec<_>>().join("\n")
-                ),
+                output_tail: format!("the base case exits 0, but the objective's criteria could not be judged: {why}"),
                 ..evidence
             }),
             ObjectiveJudged::OverBudget(message) => Accepted::OverBudget(message),
@@ -156,6 +174,7 @@ impl Engine<'_> {
             tokio::select! {
                 checked = next_check(&mut pending) => break checked,
                 changed = Self::next_change(&mut self.watch) => self.on_change(changed).await?,
+                Some(report) = self.reports.recv() => self.take_report(report)?,
             }
         };
         match pending {

@@ -245,9 +245,11 @@ impl LlmValidator {
             .map(|p| p.cost(worst_prompt, worst_reply));
         let hold = match check
             .report
-            .hold(Role::MetaValidator.name(), worst_prompt + worst_reply, cost)
+            .hold(Role::MetaValidator.name(), worst_prompt + worst_reply, cost, cancel)
+            .await
         {
-            Ok(hold) => hold,
+            Ok(Some(hold)) => hold,
+            Ok(None) => return ObjectiveJudged::Cancelled,
             Err(message) => return ObjectiveJudged::OverBudget(message),
         };
         let asked = tokio::select! {
@@ -266,13 +268,11 @@ impl LlmValidator {
         }
         let verdicts = match answer {
             Ok(answer) => answer.verdicts,
-            Err(e) => {
-                let why = format!("the meta-validator could not judge: {}", e.message);
-                return ObjectiveJudged::Unmet(vec![why]);
-            }
+            Err(e) => return ObjectiveJudged::Failed(e.message),
         };
         // Conservative: a criterion without a readable pass fails.
         let mut unmet = Vec::new();
+        let mut first = None;
         for (index, text) in o.criteria.iter().enumerate() {
             let verdict = verdicts.iter().find(|v| v.criterion == index);
             let (passed, evidence) = match verdict {
@@ -297,13 +297,13 @@ impl LlmValidator {
                 None,
             );
             if !passed {
+                first.get_or_insert((index, text.clone()));
                 unmet.push(format!("criteria[{index}] `{}`: {evidence}", first_line(text)));
             }
         }
-        if unmet.is_empty() {
-            ObjectiveJudged::Holds
-        } else {
-            ObjectiveJudged::Unmet(unmet)
+        match first {
+            None => ObjectiveJudged::Holds,
+            Some(first) => ObjectiveJudged::Unmet { first, lines: unmet },
         }
     }
 }

@@ -205,8 +205,9 @@ impl<'a> Session<'a> {
             if cancel.is_cancelled() {
                 break Talked::Cancelled;
             }
-            let hold = match self.hold(messages) {
-                Ok(hold) => hold,
+            let hold = match self.hold(messages, cancel).await {
+                Ok(Some(hold)) => hold,
+                Ok(None) => break Talked::Cancelled,
                 Err(message) => break Talked::OverBudget(message),
             };
             self.tally.turns += 1;
@@ -274,7 +275,7 @@ impl<'a> Session<'a> {
     }
 
     /// Holds the worst case of the next call under the task's budgets.
-    fn hold(&self, messages: &[Message]) -> Result<Hold, String> {
+    async fn hold(&self, messages: &[Message], cancel: &CancellationToken) -> Result<Option<Hold>, String> {
         let prompt: u64 = messages.iter().map(message_tokens).sum();
         let worst_prompt = prompt * 11 / 10;
         let worst_reply = u64::from(WORKER_MAX_TOKENS);
@@ -287,7 +288,8 @@ impl<'a> Session<'a> {
             .map(|p| p.cost(worst_prompt, worst_reply));
         self.assignment
             .report
-            .hold(self.role.name(), worst_prompt + worst_reply, cost)
+            .hold(self.role.name(), worst_prompt + worst_reply, cost, cancel)
+            .await
     }
 
     /// Runs one tool call under the rules, journals it, and returns what the

@@ -597,6 +597,20 @@ fn the_objective_criteria_are_judged_by_the_meta_validator_once_the_base_case_ho
     assert!(!verdicts[0].0 && verdicts[0].1.contains("hostile"));
     let state = std::fs::read_to_string(env.path("aot.yaml")).unwrap_or_default();
     assert!(!state.contains("reason: completed"), "{state}");
+    // GGS saw the objective's criterion fail, logically (not the base case's command).
+    let decided = journal(&env).into_iter().find_map(|e| match e {
+        Event::GgsDecided { decision } => Some(decision),
+        _ => None,
+    });
+    let decision = decided.expect("a GGS decision");
+    assert!(
+        decision
+            .failed_criterion
+            .as_deref()
+            .is_some_and(|c| c.contains("criteria[0]")),
+        "{:?}",
+        decision.failed_criterion
+    );
     // The planner was asked with the meta-validator's evidence as the unmet base case.
     let planner = server
         .seen()
@@ -957,4 +971,49 @@ fn a_file_tool_stuck_on_a_pipe_does_not_hold_a_cancelled_attempt() {
     let told = tool_messages(&server.seen()[1].body);
     assert!(told[0].contains("over the"), "{}", told[0]);
     assert!(told[1].contains("not a regular file"), "{}", told[1]);
+}
+
+#[test]
+fn a_call_waits_for_calls_in_flight_and_is_refused_only_by_what_is_spent() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let meter = Arc::new(Meter::default());
+        meter.set(
+            &Spend {
+                tokens: 500,
+                ..Spend::default()
+            },
+            Some(1000),
+            None,
+        );
+        let (sender, _receiver) = tokio::sync::mpsc::unbounded_channel();
+        let reporter = Reporter::new(sender, Arc::clone(&meter), Vec::new());
+        let never = CancellationToken::new();
+        // Spent 500 of 1000: a call that could take 600 is refused outright.
+        let refused = reporter.hold("worker", 600, None, &never).await.unwrap_err();
+        assert!(refused.contains("max_tokens 1000"), "{refused}");
+        // One in flight holds 400: the next 300 waits for it, not for ever.
+        let first = reporter.hold("worker", 400, None, &never).await.unwrap().unwrap();
+        let waiting = {
+            let reporter = reporter.clone();
+            tokio::spawn(async move { reporter.hold("worker", 300, None, &CancellationToken::new()).await })
+        };
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "it waits while the first call is in flight");
+        drop(first); // its record journaled: the first call spent far less than its worst case
+        let second = tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(matches!(second, Ok(Some(_))));
+        drop(second);
+        // A waiting call gives way to a cancellation.
+        let _held = reporter.hold("worker", 450, None, &never).await.unwrap().unwrap();
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        assert!(matches!(reporter.hold("worker", 300, None, &cancel).await, Ok(None)));
+    });
 }
