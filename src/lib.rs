@@ -18,6 +18,7 @@
 //! - [`planner`]: the planners — pre-written OR alternatives under GGS directives, and a model's replans.
 //! - [`workers`]: the workers and validators — commands, agent CLIs (templates), and models with tools.
 //! - [`audit`]: the auditor — what a journal shows of convergence, thrashing, broken rules and damage.
+//! - [`report`]: the HTML report — graph, timeline, loss curve, memory, spend, stop, audit.
 //!
 //! The `aot` binary (`src/cli/`) wires the implementations and does all I/O
 //! with the user.
@@ -42,6 +43,7 @@ pub mod llm;
 pub mod memory;
 pub mod model;
 pub mod planner;
+pub mod report;
 pub mod state;
 pub mod steer;
 pub mod store;

@@ -1,4 +1,4 @@
-//! `aot graph`: export the work graph as DOT or Mermaid.
+//! `aot graph`: export the work graph as DOT, Mermaid or SVG.
 
 use aot::graph::export;
 use aot::state::document;
@@ -12,6 +12,8 @@ pub enum GraphFormat {
     Dot,
     /// Mermaid flowchart (paste into Markdown)
     Mermaid,
+    /// An SVG picture, laid out by aot itself (no Graphviz needed)
+    Svg,
 }
 
 /// Arguments of `aot graph`.
@@ -27,6 +29,7 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
     let text = match args.format {
         GraphFormat::Dot => export::dot(&doc.state),
         GraphFormat::Mermaid => export::mermaid(&doc.state),
+        GraphFormat::Svg => export::svg(&doc.state).map_err(CliError::new)?,
     };
     out!("{text}");
     Ok(EXIT_OK)

@@ -42,6 +42,7 @@ mod log;
 mod memory;
 mod redirect;
 mod replay;
+mod report;
 mod run;
 mod schema;
 mod status;
@@ -119,6 +120,8 @@ enum Command {
     Graph(graph::Args),
     /// Report what the journal shows: convergence failures, thrashing, broken rules, damage, spend without progress
     Audit(audit::Args),
+    /// One self-contained HTML page: graph, timeline, loss curve, memory, spend, stop, audit
+    Report(report::Args),
     /// Show the journal as a decision log: runs, failures, GGS decisions and choices
     Log(log::Args),
     /// Inspect the memory shared by the tasks of this folder, and run the Dreamer
@@ -344,6 +347,7 @@ pub fn main() -> i32 {
         Command::Replay(args) => replay::run(&ctx, args),
         Command::Graph(args) => graph::run(&ctx, args),
         Command::Audit(args) => audit::run(&ctx, args),
+        Command::Report(args) => report::run(&ctx, args),
         Command::Log(args) => log::run(&ctx, args),
         Command::Memory(command) => memory::run(&ctx, command),
         Command::Journal(command) => journal::run(&ctx, command),

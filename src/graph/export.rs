@@ -135,3 +135,78 @@ pub fn mermaid(state: &StateFile) -> String {
     }
     out
 }
+
+/// Renders the graph as an SVG picture, laid out in layers from left to
+/// right by a pure-Rust layout (no Graphviz needed): a box per atom filled
+/// with its status's colour, a diamond per OR atom, dependency edges solid,
+/// OR alternatives dashed (the chosen one plain). `Err` when the layout
+/// fails on the graph.
+pub fn svg(state: &StateFile) -> Result<String, String> {
+    use layout::backends::svg::SVGWriter;
+    use layout::core::base::Orientation;
+    use layout::core::color::Color;
+    use layout::core::style::{LineStyleKind, StyleAttr};
+    use layout::std_shapes::render::get_shape_size;
+    use layout::std_shapes::shapes::{Arrow, Element, LineEndKind, ShapeKind};
+    use layout::topo::layout::VisualGraph;
+
+    if state.graph.atoms.is_empty() {
+        return Ok("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"200\" height=\"40\"><text x=\"10\" y=\"25\">no atoms</text></svg>\n".into());
+    }
+    let dir = Orientation::LeftToRight;
+    let build = || {
+        let mut vg = VisualGraph::new(dir);
+        let mut handles = Vec::with_capacity(state.graph.atoms.len());
+        for (id, atom) in &state.graph.atoms {
+            let mut label = format!("{id}\n{} · {}", kind(atom), atom.status.as_str());
+            if let Some(summary) = summary(state, id, atom) {
+                label.push_str(&format!("\n→ {summary}"));
+            }
+            let shape = ShapeKind::new_box(&label);
+            let look = StyleAttr::new(
+                Color::fast("#555555"),
+                if atom.or.is_some() { 2 } else { 1 },
+                Some(Color::fast(colour(atom.status))),
+                if atom.or.is_some() { 0 } else { 8 },
+                14,
+            );
+            let size = get_shape_size(dir, &shape, 14, false);
+            handles.push(vg.add_node(Element::create(shape, look, dir, size)));
+        }
+        let arrow = |style: LineStyleKind| {
+            Arrow::new(
+                LineEndKind::None,
+                LineEndKind::Arrow,
+                style,
+                "",
+                &StyleAttr::simple(),
+                &None,
+                &None,
+            )
+        };
+        for (i, atom) in state.graph.atoms.values().enumerate() {
+            for dep in &atom.deps {
+                if let Some(from) = state.graph.atoms.get_index_of(dep) {
+                    vg.add_edge(arrow(LineStyleKind::Normal), handles[from], handles[i]);
+                }
+            }
+            for alt in atom.or.iter().flatten() {
+                if let Some(from) = state.graph.atoms.get_index_of(alt) {
+                    let chosen = atom.chosen.as_deref() == Some(alt.as_str());
+                    let style = if chosen {
+                        LineStyleKind::Normal
+                    } else {
+                        LineStyleKind::Dashed
+                    };
+                    vg.add_edge(arrow(style), handles[from], handles[i]);
+                }
+            }
+        }
+        let mut svg = SVGWriter::new();
+        vg.do_it(false, false, false, &mut svg);
+        svg.finalize()
+    };
+    // The layout is a library's: a panic in it is an error here, not a crash.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(build))
+        .map_err(|_| "the graph layout failed on this graph".to_string())
+}

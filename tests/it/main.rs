@@ -20,6 +20,7 @@ mod memory;
 mod moves;
 mod polish;
 mod replan;
+mod report;
 mod roundtrip;
 mod run;
 mod schema;
