@@ -277,6 +277,43 @@ fn loss_curve(records: &[Record]) -> String {
     svg
 }
 
+/// The OR choices and backtracks, in order.
+fn choices(records: &[Record]) -> String {
+    let mut rows = String::new();
+    for r in records {
+        let (group, what) = match &r.event {
+            Event::OrChosen {
+                group, chosen, reason, ..
+            } => (group, format!("chose `{chosen}`: {reason}")),
+            Event::Backtracked { group, from, to, reset } => {
+                let reset = if reset.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " (reset: {})",
+                        reset.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(", ")
+                    )
+                };
+                (group, format!("backtracked from `{from}` to `{to}`{reset}"))
+            }
+            _ => continue,
+        };
+        let _ = write!(
+            rows,
+            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+            r.seq,
+            esc(group),
+            esc(&what)
+        );
+    }
+    if rows.is_empty() {
+        return "<p class=\"none\">No OR choice was made.</p>".into();
+    }
+    format!(
+        "<table id=\"choices\"><thead><tr><th>record</th><th>OR atom</th><th>what happened</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
+}
+
 /// Memory's calibrations at OR choices: what it advised and the order it gave.
 fn calibrations(records: &[Record]) -> String {
     let mut rows = String::new();
@@ -561,6 +598,11 @@ pub fn html(input: &Input<'_>) -> String {
         page,
         "<section id=\"timeline-section\"><h2>Attempts over time</h2><div class=\"scroll\">{}</div><p class=\"legend\">A bar per attempt: solved, failed, blocked, cancelled. Bars side by side ran in parallel.</p></section>",
         timeline(input.records, state.graph.atoms.len())
+    );
+    let _ = write!(
+        page,
+        "<section id=\"choices-section\"><h2>OR choices and backtracks</h2>{}</section>",
+        choices(input.records)
     );
     let _ = write!(
         page,
