@@ -216,6 +216,24 @@ impl<'a> Session<'a> {
                 () = cancel.cancelled() => None,
             };
             let Some(call) = call else {
+                // The provider may bill a request cut off mid-way: its prompt is counted, estimated.
+                let prompt: u64 = messages.iter().map(message_tokens).sum();
+                assignment.report.send(
+                    Event::LlmCalled {
+                        role: self.role.name().into(),
+                        model: self.client.endpoint().model.clone(),
+                        prompt_tokens: prompt,
+                        completion_tokens: 0,
+                        estimated: true,
+                        latency_ms: 0,
+                        attempts: 1,
+                        error: Some("cancelled while the model was answering".into()),
+                        atom: Some(assignment.atom.clone()),
+                        cost: None,
+                        kept: None,
+                    },
+                    Some(hold),
+                );
                 break Talked::Cancelled;
             };
             let kept = self.keep(messages, &call).await;

@@ -68,34 +68,33 @@ pub fn environmental_exit_codes(template: AgentTemplate) -> &'static [i32] {
 /// provider refused the key, rate-limited, was down or unreachable.
 pub fn environmental_error(text: &str) -> bool {
     let t = text.to_ascii_lowercase();
-    [
-        "401",
-        "403",
-        "429",
-        "500",
-        "502",
-        "503",
-        "529",
-        "unauthorized",
-        "forbidden",
-        "authenticat",
-        "api key",
-        "not logged in",
-        "rate limit",
-        "rate-limit",
-        "quota",
-        "usage limit",
-        "hit your limit",
-        "overloaded",
-        "timed out",
-        "timeout",
-        "connection",
-        "network",
-        "unreachable",
-        "servers are down",
-    ]
-    .iter()
-    .any(|needle| t.contains(needle))
+    // Status codes as words (`429`, not `1429 items`).
+    let status = t
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .any(|w| matches!(w, "401" | "403" | "429" | "500" | "502" | "503" | "504" | "529"));
+    status
+        || [
+            "unauthorized",
+            "forbidden",
+            "authenticat",
+            "api key",
+            "not logged in",
+            "rate limit",
+            "rate-limit",
+            "quota",
+            "usage limit",
+            "hit your limit",
+            "overloaded",
+            "request timed out",
+            "connection refused",
+            "connection reset",
+            "connection error",
+            "network error",
+            "unreachable",
+            "servers are down",
+        ]
+        .iter()
+        .any(|needle| t.contains(needle))
 }
 
 /// Reads what `template`'s CLI printed on stdout (and, for CLIs that report
@@ -538,6 +537,10 @@ mod tests {
         ));
         assert!(environmental_error("Not logged in · Please run /login"));
         assert!(!environmental_error("the tests still fail"));
+        assert!(!environmental_error(
+            "processed 1429 items, 500ms per batch; timeout handling is wrong"
+        ));
+        assert!(environmental_error("Error: 503 Service Unavailable"));
     }
 
     #[test]
