@@ -55,6 +55,10 @@ fn status_during_a_run_is_live_shows_refused_edits_and_after_a_kill_says_so() {
     });
     assert!(shown.contains("colour"), "the reason names the problem:\n{shown}");
     assert!(shown.contains("live       aot runs"), "{shown}");
+    // The runner puts the file back right after journaling the refusal.
+    env.wait_until("the file is put back", || {
+        std::fs::read_to_string(env.path("aot.yaml")).is_ok_and(|t| !t.contains("colour"))
+    });
 
     // The runner dies: status no longer claims it is live.
     runner.kill().unwrap();
