@@ -178,7 +178,6 @@ struct Auditor<'w> {
     started: HashMap<AtomId, u32>,
     /// Failures in a row per atom: (criterion, message, seqs).
     streak: HashMap<AtomId, (String, String, Vec<u64>)>,
-    storms: HashSet<AtomId>,
     /// Failed atoms by their command.
     failed_commands: HashMap<String, BTreeSet<AtomId>>,
     commands_reported: HashSet<String>,
@@ -201,7 +200,6 @@ impl<'w> Auditor<'w> {
             solved: 0,
             started: HashMap::new(),
             streak: HashMap::new(),
-            storms: HashSet::new(),
             failed_commands: HashMap::new(),
             commands_reported: HashSet::new(),
             yes: false,
@@ -420,19 +418,26 @@ impl<'w> Auditor<'w> {
             *entry = (criterion.to_string(), headline.clone(), Vec::new());
         }
         entry.2.push(seq);
-        if entry.2.len() >= STORM && self.storms.insert(atom.clone()) {
+        if entry.2.len() >= STORM {
             let seqs = entry.2.clone();
-            self.push(
-                Severity::Warning,
-                Kind::Thrashing,
-                "retry_storm",
-                seqs.clone(),
-                format!(
-                    "`{atom}` failed {} times in a row on {criterion} with the same evidence ({}): the retries learn nothing",
-                    seqs.len(),
-                    crate::model::text::cut(&headline, 80)
-                ),
+            let message = format!(
+                "`{atom}` failed {} times in a row on {criterion} with the same evidence ({}): the retries learn nothing",
+                seqs.len(),
+                crate::model::text::cut(&headline, 80)
             );
+            // One finding per streak, grown as the streak goes on.
+            let open = self
+                .findings
+                .iter_mut()
+                .rev()
+                .find(|f| f.rule == "retry_storm" && f.seqs.first() == seqs.first());
+            match open {
+                Some(f) => {
+                    f.seqs = seqs;
+                    f.message = message;
+                }
+                None => self.push(Severity::Warning, Kind::Thrashing, "retry_storm", seqs, message),
+            }
         }
         if let Some(command) = self.state.graph.atoms.get(atom).and_then(|a| a.run.clone()) {
             let command = command.trim().to_string();

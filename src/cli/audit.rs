@@ -30,10 +30,8 @@ pub fn findings(ctx: &Context) -> Result<(Vec<Finding>, usize), CliError> {
     let paths = store::Paths::new(&ctx.state);
     let text = match std::fs::read(&paths.journal) {
         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(CliError::new(format!("no journal at {}", paths.journal.display()))
-                .hint("the journal is written by commands that change the state, such as `aot start`"));
-        }
+        // Never run: nothing to audit, nothing wrong.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(CliError::new(format!("{}: {e}", paths.journal.display()))),
     };
     let lines = audit::read(&text);
@@ -79,11 +77,15 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
             })
         );
     } else {
-        let mut text = format!(
-            "{}: audited {records} journal records: {}\n",
-            ctx.label(),
-            audit::summary(&findings)
-        );
+        let mut text = if records == 0 {
+            format!("{}: no journal yet (never run): nothing to audit\n", ctx.label())
+        } else {
+            format!(
+                "{}: audited {records} journal records: {}\n",
+                ctx.label(),
+                audit::summary(&findings)
+            )
+        };
         let hidden = findings.iter().filter(|f| f.severity == Severity::Info).count();
         for f in findings.iter().filter(|f| args.all || f.severity > Severity::Info) {
             let _ = writeln!(text, "  {}", line(f));

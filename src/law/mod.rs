@@ -558,6 +558,15 @@ impl Walker<'_, '_> {
             "stash" if matches!(args.first(), Some(&"clear") | Some(&"drop")) => {
                 self.gate(shown, "`git stash clear/drop` deletes stashed work")
             }
+            // `git stash` (push, save, -u, -k …) takes the uncommitted work out of the tree.
+            "stash"
+                if !matches!(
+                    args.first(),
+                    Some(&"list") | Some(&"show") | Some(&"apply") | Some(&"pop") | Some(&"branch") | Some(&"create")
+                ) =>
+            {
+                self.gate(shown, "`git stash` takes uncommitted work out of the tree")
+            }
             "branch"
                 if args
                     .iter()

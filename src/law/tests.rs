@@ -223,6 +223,22 @@ fn a_deeply_nested_script_is_refused_without_reaching_the_parser() {
 }
 
 #[test]
+fn stashing_uncommitted_work_is_gated_reading_the_stash_is_not() {
+    for command in [
+        "git stash",
+        "git stash push -u",
+        "git stash save wip",
+        "git stash -k",
+        "git stash drop",
+    ] {
+        assert!(destructive(command), "{command}");
+    }
+    for command in ["git stash list", "git stash show -p", "git stash pop"] {
+        assert!(!destructive(command), "{command}");
+    }
+}
+
+#[test]
 fn programs_run_under_other_names_are_gated() {
     for command in [
         "hash -p /bin/rm r; r -f keep",

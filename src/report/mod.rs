@@ -196,6 +196,15 @@ fn timeline(records: &[Record], atoms: usize) -> String {
     svg
 }
 
+/// A directive as the log shows it: `success` on a round with failures
+/// reads as a lie, so it is "within tolerance".
+fn directive(d: crate::ggs::MacroState) -> &'static str {
+    match d {
+        crate::ggs::MacroState::Success => "within tolerance",
+        other => other.as_str(),
+    }
+}
+
 /// A duration as a person reads it: `56 ms`, `4.2 s`, `3 min 5 s`.
 fn duration(ms: u64) -> String {
     match ms {
@@ -257,20 +266,29 @@ fn loss_curve(records: &[Record]) -> String {
         let _ = write!(svg, "<polyline class=\"series {name}\" points=\"{}\"/>", line.join(" "));
     }
     for (i, (seq, d)) in points.iter().enumerate() {
+        // Every series has its points: one decision is a point, not an invisible line.
+        for (name, v) in [("d", d.loss.d), ("omega", d.loss.omega)] {
+            let _ = write!(
+                svg,
+                "<circle class=\"dot {name}\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\"/>",
+                x(i),
+                y(v)
+            );
+        }
         let _ = write!(
             svg,
             "<circle class=\"point\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"4\"><title>round {} (record {seq}): {} — D={:.2} P={:.2} Ω={:.2} L={:.2}</title></circle><text class=\"directive\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
             x(i),
             y(d.loss.l),
             d.round,
-            d.directive.as_str(),
+            directive(d.directive),
             d.loss.d,
             d.loss.p,
             d.loss.omega,
             d.loss.l,
             x(i),
             height - 14.0,
-            esc(d.directive.as_str())
+            esc(directive(d.directive))
         );
     }
     svg.push_str("</svg><p class=\"legend\"><span class=\"key d\"></span>D (distance) <span class=\"key l\"></span>L (loss) <span class=\"key omega\"></span>Ω (resources)</p>");
@@ -318,7 +336,9 @@ fn choices(records: &[Record]) -> String {
 fn calibrations(records: &[Record]) -> String {
     let mut rows = String::new();
     for r in records {
-        if let Event::Calibrated { calibration } = &r.event {
+        if let Event::Calibrated { calibration } = &r.event
+            && !calibration.alternatives.is_empty()
+        {
             let advice: Vec<String> = calibration
                 .alternatives
                 .iter()
@@ -529,7 +549,7 @@ tr.error td:first-child { color: #d32f2f; font-weight: 600; } tr.warning td:firs
 .bar.solved, .cell.solved { fill: var(--solved); } .bar.failed, .cell.failed { fill: var(--failed); } .bar.blocked, .cell.blocked { fill: var(--blocked); }
 .bar.cancelled { fill: var(--cancelled); } .bar.running, .cell.running { fill: var(--running); } .cell.pending { fill: var(--pending); } .cell.pruned { fill: var(--pruned); }
 .grid { stroke: var(--line); } .series { fill: none; stroke-width: 2; } .series.d { stroke: #e53935; } .series.l { stroke: #1e88e5; } .series.omega { stroke: #8e24aa; stroke-dasharray: 4 3; }
-.point { fill: #1e88e5; } .directive { fill: var(--muted); font-size: 10px; }
+.point { fill: #1e88e5; } .dot.d { fill: #e53935; } .dot.omega { fill: #8e24aa; } .directive { fill: var(--muted); font-size: 10px; }
 .key { display: inline-block; width: 14px; height: 3px; margin: 0 4px 3px 10px; } .key.d { background: #e53935; } .key.l { background: #1e88e5; } .key.omega { background: #8e24aa; }
 .stop.completed strong { color: #2e7d32; } .stop strong { color: #c62828; }
 @media print { body { margin: 0; max-width: none; font-size: 11pt; } .scroll { max-height: none; overflow: visible; border: 0; } h2 { break-after: avoid; } table, svg { break-inside: avoid; } }
@@ -575,7 +595,7 @@ pub fn html(input: &Input<'_>) -> String {
         state.run.replans,
         input.records.len(),
         if input.refresh.is_some() {
-            " · refreshing as the journal grows"
+            " · reloads every few seconds while `aot report --watch` runs"
         } else {
             ""
         }
@@ -619,10 +639,17 @@ pub fn html(input: &Input<'_>) -> String {
         "<section id=\"spend-section\"><h2>What models cost</h2>{}</section>",
         spend(state)
     );
+    // Notes (a file behind its journal while a loop runs, …) are for `aot audit --all`.
+    let serious: Vec<Finding> = input
+        .findings
+        .iter()
+        .filter(|f| f.severity > crate::audit::Severity::Info)
+        .cloned()
+        .collect();
     let _ = write!(
         page,
         "<section id=\"audit-section\"><h2>The audit</h2>{}</section>",
-        findings(input.findings)
+        findings(&serious)
     );
     let generated = last.unwrap_or(Timestamp::from_millis(0));
     let _ = writeln!(

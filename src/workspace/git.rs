@@ -204,7 +204,7 @@ impl Git {
     }
 
     /// Makes the files `paths` of the work tree at `dir` what they are in
-    /// `tree` (a path absent from `tree` is removed, with folders it leaves empty).
+    /// `tree` (a path absent from `tree` is removed; folders stay).
     pub async fn write_files(&self, dir: &Path, tree: &str, paths: &[(String, Entry)]) -> Result<(), GitError> {
         let mut present = Vec::new();
         for (path, entry) in paths {
@@ -559,20 +559,15 @@ fn io_error(command: &str, error: &std::io::Error) -> GitError {
     }
 }
 
-/// Removes a file, then the folders it leaves empty (never `dir` itself).
+/// Removes a file. The folders it leaves empty stay: git does not track
+/// folders, so an empty one may be work that landed (`mkdir -p out`) and
+/// must not go with a failed attempt's file.
 async fn remove_file(dir: &Path, path: &str) {
     let full = dir.join(path);
     if tokio::fs::symlink_metadata(&full).await.is_ok_and(|m| m.is_dir()) {
         return;
     }
     let _ = tokio::fs::remove_file(&full).await;
-    let mut parent = full.parent();
-    while let Some(folder) = parent {
-        if folder == dir || !folder.starts_with(dir) || tokio::fs::remove_dir(folder).await.is_err() {
-            break;
-        }
-        parent = folder.parent();
-    }
 }
 
 /// Runs git in `dir` with extra environment and optional standard input.

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::common::{TestEnv, aot_command, wait_until};
+use crate::common::{TestEnv, aot_command, root, wait_until};
 
 /// A git repository in a temporary folder, with `a.txt` committed.
 struct Repo {
@@ -248,6 +248,19 @@ fn a_probes_write_is_discarded() {
     let run = repo.start();
     assert_eq!(run.code, 7, "blocked: {}", run.stderr);
     assert_eq!(repo.read("probe.txt"), None);
+    repo.assert_clean_after_run();
+}
+
+#[test]
+fn an_empty_folder_that_landed_stays_when_a_later_attempt_is_discarded() {
+    // The README's OR example in a git work tree: `setup` makes `out/` (empty,
+    // so git does not track it), `from-remote` fails and is discarded; `out/`
+    // must still be there for `from-default`.
+    let repo = Repo::new();
+    std::fs::copy(root().join("state/or-fallback.yaml"), repo.env.path("aot.yaml")).unwrap();
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(repo.read("out/config.txt").as_deref(), Some("mode=safe\n"));
     repo.assert_clean_after_run();
 }
 
