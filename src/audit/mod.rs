@@ -185,6 +185,8 @@ struct Auditor<'w> {
     yes: bool,
     /// Replanned records waiting for the definitions of their atoms.
     replanned: Vec<(u64, Vec<AtomId>)>,
+    /// Memory's last calibration at each OR atom.
+    calibrated: HashMap<AtomId, crate::memory::Calibration>,
 }
 
 impl<'w> Auditor<'w> {
@@ -204,6 +206,7 @@ impl<'w> Auditor<'w> {
             commands_reported: HashSet::new(),
             yes: false,
             replanned: Vec::new(),
+            calibrated: HashMap::new(),
         }
     }
 
@@ -364,6 +367,11 @@ impl<'w> Auditor<'w> {
                 self.cost += cost.unwrap_or(0.0);
             }
             Event::GgsDecided { decision } => self.decided(seq, decision),
+            Event::Calibrated { calibration } => {
+                self.calibrated
+                    .insert(calibration.group.clone(), (**calibration).clone());
+            }
+            Event::OrChosen { group, chosen, .. } => self.chose(seq, group, chosen),
             Event::UserEdited { .. } => self.planned_atoms(),
             Event::ToolCalled {
                 atom,
@@ -561,6 +569,38 @@ impl<'w> Auditor<'w> {
                 f.message = message;
             }
             None => self.push(severity, kind, rule, seqs, message),
+        }
+    }
+
+    /// An OR choice against memory's advice (Avoid, or Caution the user did
+    /// not confirm), unless the user chose that alternative explicitly.
+    fn chose(&mut self, seq: u64, group: &AtomId, chosen: &AtomId) {
+        if self.state.run.ggs.allowed.contains(chosen) {
+            return;
+        }
+        let Some(advice) = self
+            .calibrated
+            .get(group)
+            .and_then(|c| c.alternatives.iter().find(|a| &a.alt == chosen))
+        else {
+            return;
+        };
+        let against = match (advice.action, advice.confirmed) {
+            (crate::memory::Action::Avoid, _) => Some("Avoid (MUST NOT)"),
+            (crate::memory::Action::Caution, Some(false)) => Some("Caution, not confirmed"),
+            _ => None,
+        };
+        if let Some(against) = against {
+            self.push(
+                Severity::Error,
+                Kind::Boundary,
+                "against_memory",
+                vec![seq],
+                format!(
+                    "`{group}` chose `{chosen}` though memory advised {against} for `{}` on `{}`",
+                    advice.space, advice.entity
+                ),
+            );
         }
     }
 

@@ -192,6 +192,39 @@ fn hand_made_violations_and_damage_are_each_found() {
         ];
         out.push((last + 9, later(10), Event::snapshot(&blocked)));
         out.push((last + 10, later(11), tool("cd src && git apply x.patch", "shell")));
+        // Memory said Avoid; the choice was made anyway.
+        let calibration = aot::memory::Calibration {
+            group: "pick".into(),
+            alternatives: vec![aot::memory::Recalled {
+                alt: "mirror".into(),
+                space: "curl".into(),
+                entity: "mirror".into(),
+                m_att: 1.0,
+                m_dec: -0.9,
+                action: aot::memory::Action::Avoid,
+                confirmed: None,
+            }],
+            order: vec!["mirror".into()],
+            must_not: vec!["curl on mirror".into()],
+            should_prefer: Vec::new(),
+        };
+        out.push((
+            last + 11,
+            later(12),
+            Event::Calibrated {
+                calibration: Box::new(calibration),
+            },
+        ));
+        out.push((
+            last + 12,
+            later(13),
+            Event::OrChosen {
+                group: "pick".into(),
+                chosen: "mirror".into(),
+                remaining: Vec::new(),
+                reason: "first".into(),
+            },
+        ));
         out
     });
     let audited = audit(&env);
@@ -206,6 +239,7 @@ fn hand_made_violations_and_damage_are_each_found() {
         "already existed",
         "out of order",
         "which GGS had blocked",
+        "though memory advised Avoid",
     ] {
         assert!(audited.stdout.contains(rule), "{rule}:\n{}", audited.stdout);
     }
