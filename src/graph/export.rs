@@ -202,11 +202,114 @@ pub fn svg(state: &StateFile) -> Result<String, String> {
                 }
             }
         }
-        let mut svg = SVGWriter::new();
+        let mut svg = Extents::new(SVGWriter::new());
         vg.do_it(false, false, false, &mut svg);
-        svg.finalize()
+        svg.finish()
     };
     // The layout is a library's: a panic in it is an error here, not a crash.
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(build))
         .map_err(|_| "the graph layout failed on this graph".to_string())
+}
+
+/// The SVG backend, with the picture's real extent measured on the way: the
+/// layout crate sizes its canvas from each label's length as if it were a
+/// height, leaving most of a wide graph's picture empty below it.
+struct Extents {
+    inner: layout::backends::svg::SVGWriter,
+    max: (f64, f64),
+}
+
+impl Extents {
+    fn new(inner: layout::backends::svg::SVGWriter) -> Self {
+        Self { inner, max: (0.0, 0.0) }
+    }
+
+    fn see(&mut self, x: f64, y: f64) {
+        self.max = (self.max.0.max(x), self.max.1.max(y));
+    }
+
+    /// The document, its canvas cut to what is drawn (with a margin).
+    fn finish(&self) -> String {
+        let svg = self.inner.finalize();
+        let (w, h) = (self.max.0.ceil() + 10.0, self.max.1.ceil() + 10.0);
+        let Some(start) = svg.find("<svg ") else {
+            return svg;
+        };
+        let Some(len) = svg[start..].find('>') else {
+            return svg;
+        };
+        let rest = &svg[start + len..];
+        format!(
+            "{}<svg width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" xmlns=\"http://www.w3.org/2000/svg\"{rest}",
+            &svg[..start]
+        )
+    }
+}
+
+impl layout::core::format::RenderBackend for Extents {
+    fn draw_rect(
+        &mut self,
+        xy: layout::core::geometry::Point,
+        size: layout::core::geometry::Point,
+        look: &layout::core::style::StyleAttr,
+        properties: Option<String>,
+        clip: Option<layout::core::format::ClipHandle>,
+    ) {
+        self.see(xy.x + size.x, xy.y + size.y);
+        self.inner.draw_rect(xy, size, look, properties, clip);
+    }
+
+    fn draw_line(
+        &mut self,
+        start: layout::core::geometry::Point,
+        stop: layout::core::geometry::Point,
+        look: &layout::core::style::StyleAttr,
+        properties: Option<String>,
+    ) {
+        self.see(start.x.max(stop.x), start.y.max(stop.y));
+        self.inner.draw_line(start, stop, look, properties);
+    }
+
+    fn draw_circle(
+        &mut self,
+        xy: layout::core::geometry::Point,
+        size: layout::core::geometry::Point,
+        look: &layout::core::style::StyleAttr,
+        properties: Option<String>,
+    ) {
+        self.see(xy.x + size.x / 2.0, xy.y + size.y / 2.0);
+        self.inner.draw_circle(xy, size, look, properties);
+    }
+
+    fn draw_text(&mut self, xy: layout::core::geometry::Point, text: &str, look: &layout::core::style::StyleAttr) {
+        let widest = text.lines().map(|l| l.chars().count()).max().unwrap_or(0) as f64;
+        let font = look.font_size as f64;
+        let lines = text.lines().count() as f64;
+        self.see(xy.x + widest * font * 0.3, xy.y + lines * font / 2.0 + font);
+        self.inner.draw_text(xy, text, look);
+    }
+
+    fn draw_arrow(
+        &mut self,
+        path: &[(layout::core::geometry::Point, layout::core::geometry::Point)],
+        dashed: bool,
+        head: (bool, bool),
+        look: &layout::core::style::StyleAttr,
+        properties: Option<String>,
+        text: &str,
+    ) {
+        for (a, b) in path {
+            self.see(a.x.max(b.x), a.y.max(b.y));
+        }
+        self.inner.draw_arrow(path, dashed, head, look, properties, text);
+    }
+
+    fn create_clip(
+        &mut self,
+        xy: layout::core::geometry::Point,
+        size: layout::core::geometry::Point,
+        rounded_px: usize,
+    ) -> layout::core::format::ClipHandle {
+        self.inner.create_clip(xy, size, rounded_px)
+    }
 }
