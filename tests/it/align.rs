@@ -169,7 +169,7 @@ Here is the plan:
         assert_eq!(env.aot(&["start"]).code, 0);
         assert!(env.path("hi").exists());
         // The key is in no file aot wrote.
-        for entry in walk(env.dir.path()) {
+        for entry in crate::common::files_under(env.dir.path()) {
             let bytes = std::fs::read(&entry).unwrap_or_default();
             assert!(
                 !String::from_utf8_lossy(&bytes).contains(KEY),
@@ -178,19 +178,6 @@ Here is the plan:
             );
         }
         assert!(!run.stdout.contains(KEY) && !run.stderr.contains(KEY));
-    }
-
-    fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-        let mut out = Vec::new();
-        for entry in std::fs::read_dir(dir).unwrap().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                out.extend(walk(&path));
-            } else {
-                out.push(path);
-            }
-        }
-        out
     }
 
     #[test]

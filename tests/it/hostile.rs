@@ -426,7 +426,7 @@ fn a_secret_in_aot_environment_is_never_recorded() {
     );
 
     let mut seen = 0;
-    for entry in walkdir(env.dir.path()) {
+    for entry in crate::common::files_under(env.dir.path()) {
         let bytes = std::fs::read(&entry).unwrap();
         let text = String::from_utf8_lossy(&bytes);
         assert!(!text.contains(token), "the secret reached {}", entry.display());
@@ -435,21 +435,4 @@ fn a_secret_in_aot_environment_is_never_recorded() {
     let state = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
     assert!(state.contains("token is [redacted]"), "{state}");
     assert!(seen >= 2, "the redacted text is in the file and its journal");
-}
-
-/// Every file under `dir`, recursively.
-fn walkdir(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut files = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path)
-            } else {
-                files.push(path)
-            }
-        }
-    }
-    files
 }

@@ -31,20 +31,6 @@ fn start(env: &TestEnv, server: &FakeLlm, extra: &[&str]) -> Run {
     )
 }
 
-/// Every file under `dir` (the state, journal, memory, kept conversations).
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            out.extend(walk(&path));
-        } else {
-            out.push(path);
-        }
-    }
-    out
-}
-
 fn read(env: &TestEnv, name: &str) -> String {
     std::fs::read_to_string(env.path(name)).unwrap_or_default()
 }
@@ -135,7 +121,7 @@ fn a_replan_after_exhaustion_runs_and_completes() {
         "{}",
         log.stdout
     );
-    for file in walk(env.dir.path()) {
+    for file in crate::common::files_under(env.dir.path()) {
         let text = String::from_utf8_lossy(&std::fs::read(&file).unwrap_or_default()).into_owned();
         assert!(!text.contains(KEY), "{} holds the key", file.display());
     }

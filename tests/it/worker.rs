@@ -502,7 +502,7 @@ fn a_plausible_criterion_that_fails_is_retried_with_its_evidence_then_passes() {
         run.stderr
     );
     // The key is nowhere aot writes.
-    for path in walk(env.dir.path()) {
+    for path in crate::common::files_under(env.dir.path()) {
         let text = std::fs::read(&path).unwrap_or_default();
         assert!(!String::from_utf8_lossy(&text).contains(KEY), "{}", path.display());
     }
@@ -622,20 +622,6 @@ fn the_objective_criteria_are_judged_by_the_meta_validator_once_the_base_case_ho
         "{:?}",
         server.seen().len()
     );
-}
-
-/// Every file under `dir`.
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            out.extend(walk(&path));
-        } else {
-            out.push(path);
-        }
-    }
-    out
 }
 
 // ---- Agent CLI templates, run as fake CLIs that print recorded output.
