@@ -360,12 +360,18 @@ impl Engine<'_> {
             .failed
             .iter()
             .map(|atom| {
-                let (criterion, message) = self
+                let (criterion, message, environmental) = self
                     .state
                     .last_failure(atom)
-                    .map(|(_, criterion, message)| (criterion.to_string(), headline(message)))
+                    .map(|(class, criterion, message)| {
+                        (
+                            criterion.to_string(),
+                            headline(message),
+                            class == FailureClass::Environmental,
+                        )
+                    })
                     .unwrap_or_default();
-                (atom.clone(), criterion, message)
+                (atom.clone(), criterion, message, environmental)
             })
             .collect();
         let constraints = &self.state.objective.constraints;

@@ -796,8 +796,9 @@ pub fn accept(state: &GgsState, omega: f64, replans: u32, c: &GgsConfig) -> Fina
 /// What [`next_moves`] derives the moves from.
 #[derive(Debug, Clone, Default)]
 pub struct Situation {
-    /// The latest failures: atom, criterion, first line of the error.
-    pub failures: Vec<(AtomId, String, String)>,
+    /// The latest failures: atom, criterion, first line of the error, and
+    /// whether the environment (not the work) failed.
+    pub failures: Vec<(AtomId, String, String, bool)>,
     /// OR atoms with alternatives not tried yet.
     pub untried: Vec<Untried>,
     /// The solved atoms at the bottom of the selected plan (no dependencies):
@@ -834,10 +835,14 @@ pub fn next_moves(decision: &Decision, situation: &Situation) -> Vec<String> {
             if names.len() == 1 { "it" } else { "them" }
         ));
     }
-    if let Some((atom, criterion, error)) = situation.failures.first() {
-        moves.push(format!(
+    match situation.failures.first() {
+        Some((atom, criterion, error, true)) => moves.push(format!(
+            "`{atom}` failed because its environment did ({criterion}: {error}) — a tool, a service, a key or a rate limit, not its work: fix that or wait, then run it again: `aot redirect --reset {atom}`, then `aot start`."
+        )),
+        Some((atom, criterion, error, false)) => moves.push(format!(
             "Fix why `{atom}` fails ({criterion}: {error}) — in the files it works on, or its command in the state file — then run it again: `aot redirect --reset {atom}`, then `aot start`."
-        ));
+        )),
+        None => {}
     }
     let open = situation
         .untried
@@ -1422,7 +1427,7 @@ mod tests {
         let d = decide(&r, &GgsState::default(), &c());
         assert_eq!(d.directive, MacroState::Abandon);
         let situation = Situation {
-            failures: vec![("c".into(), "run".into(), "exit 1: boom".into())],
+            failures: vec![("c".into(), "run".into(), "exit 1: boom".into(), false)],
             untried: vec![Untried {
                 group: "fix".into(),
                 usable: vec![],
@@ -1435,5 +1440,15 @@ mod tests {
         assert!(moves[0].contains("`c` fails (run: exit 1: boom)"));
         assert!(moves[1].contains("aot redirect --choose fix=b2"));
         assert!(moves[2].contains("max_replans"));
+        // An environmental failure is not the work's: the advice says so.
+        let environmental = Situation {
+            failures: vec![("c".into(), "run".into(), "429 rate limit".into(), true)],
+            ..Situation::default()
+        };
+        let moves = next_moves(&d, &environmental);
+        assert!(
+            moves[0].contains("its environment did") && moves[0].contains("rate limit"),
+            "{moves:#?}"
+        );
     }
 }
