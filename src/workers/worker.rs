@@ -134,9 +134,14 @@ impl CommandWorker {
         if let Some(error) = &reported_error {
             how = format!("{how}; the agent reported: {}", first_line(error));
         }
+        // A CLI's own output is JSON: its final message is the evidence, not the JSON around it.
+        let evidence = match &parsed {
+            Some(p) if p.message.is_some() || p.error.is_some() => p.message.clone().unwrap_or_default(),
+            _ => result.output.clone(),
+        };
         let failed = Worked::Failed {
             class,
-            message: with_evidence(how, &result.output),
+            message: with_evidence(how, &evidence),
             ended,
             blocked: None,
         };
