@@ -740,6 +740,8 @@ fn a_cli_reporting_a_provider_error_fails_as_environmental_even_with_exit_0() {
             .any(|e| matches!(e, Event::AtomBlocked { reason, .. } if reason.contains("Rate limit"))),
         "{events:?}"
     );
+    // The CLI's error, not the JSON around it.
+    assert!(!format!("{events:?}").contains("total_cost_usd"), "{events:?}");
     // codex exits 1 for everything: the 401 in its events makes it environmental.
     let env = TestEnv::new();
     template_state(&env, AgentTemplate::Codex, "");
