@@ -218,9 +218,23 @@ impl RunnerLock {
     }
 }
 
+/// Makes aot's folder beside the state file (a real folder, never a link).
+/// A new one gets a `.gitignore` of `*`: locks, memory and logs are aot's,
+/// not the project's, and stay out of `git status`.
+fn aot_dir(paths: &Paths) -> Result<(), StoreError> {
+    let new = !paths.aot_dir.exists();
+    file::real_dir(&paths.aot_dir).map_err(io_error(&paths.aot_dir))?;
+    if new {
+        let ignore = paths.aot_dir.join(".gitignore");
+        // Best effort: a folder aot cannot write fails at the lock just after.
+        let _ = std::fs::write(&ignore, "# aot's own files (locks, memory, logs)\n*\n");
+    }
+    Ok(())
+}
+
 /// Takes the short lock of a state file, waiting for other holders.
 pub fn lock_short(paths: &Paths) -> Result<ShortLock, StoreError> {
-    file::real_dir(&paths.aot_dir).map_err(io_error(&paths.aot_dir))?;
+    aot_dir(paths)?;
     let file = file::open_no_follow(
         &paths.lock,
         OpenOptions::new().read(true).write(true).create(true).truncate(false),
@@ -233,7 +247,7 @@ pub fn lock_short(paths: &Paths) -> Result<ShortLock, StoreError> {
 /// Takes the runner lock at once, or fails naming the pid that holds it.
 pub fn acquire_runner(paths: &Paths, pid: u32) -> Result<RunnerLock, StoreError> {
     file::refuse_link(&paths.state).map_err(io_error(&paths.state))?;
-    file::real_dir(&paths.aot_dir).map_err(io_error(&paths.aot_dir))?;
+    aot_dir(paths)?;
     let mut file = file::open_no_follow(
         &paths.runner,
         OpenOptions::new().read(true).write(true).create(true).truncate(false),

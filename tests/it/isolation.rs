@@ -909,3 +909,23 @@ fn a_process_with_aot_state_exported_but_no_dead_runner_is_left_alone() {
     let _ = shell.wait();
     let _ = live_worker.wait();
 }
+
+#[test]
+fn aots_own_folder_stays_out_of_git_status() {
+    let env = TestEnv::new();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(env.dir.path())
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    git(&["init", "-q"]);
+    std::fs::copy(root().join("state/single.yaml"), env.path("aot.yaml")).unwrap();
+    assert_eq!(env.aot(&["start"]).code, 0);
+    assert!(env.path(".aot/.gitignore").exists());
+    let status = git(&["status", "--porcelain"]);
+    assert!(!status.contains(".aot"), "{status}");
+}
