@@ -260,6 +260,20 @@ mod tests {
         check(&atoms(plan), &[], &rules)
     }
 
+    /// Rules that block nothing and confirm nothing.
+    fn no_rules<'a>(law: &'a law::Context<'a>, none: &'a BTreeSet<String>) -> Rules<'a> {
+        Rules {
+            blocked_tools: none,
+            blocked_targets: none,
+            tried: None,
+            avoided: &[],
+            answers_target: None,
+            confirmed: &|_| false,
+            law,
+            agents_checked: false,
+        }
+    }
+
     #[test]
     fn relative_paths_resolve_from_the_atoms_cwd() {
         // README.md "exists" in the fake world (any folder): from `sub`, too.
@@ -272,16 +286,7 @@ mod tests {
             cwd: None,
         };
         let none = BTreeSet::new();
-        let rules = Rules {
-            blocked_tools: &none,
-            blocked_targets: &none,
-            tried: None,
-            avoided: &[],
-            answers_target: None,
-            confirmed: &|_| false,
-            law: &law,
-            agents_checked: false,
-        };
+        let rules = no_rules(&law, &none);
         assert!(!check(&atoms("a: { run: 'echo x > only-here.txt', cwd: sub }"), &[], &rules).passed());
         assert!(check(&atoms("a: { run: 'echo x > only-here.txt' }"), &[], &rules).passed());
     }
@@ -362,14 +367,8 @@ mod tests {
         };
         let none = BTreeSet::new();
         let mut rules = Rules {
-            blocked_tools: &none,
-            blocked_targets: &none,
-            tried: None,
-            avoided: &[],
-            answers_target: None,
-            confirmed: &|_| false,
-            law: &law,
             agents_checked: true,
+            ..no_rules(&law, &none)
         };
         assert!(check(&atoms("a: { agent: 'fix the bug' }"), &[], &rules).passed());
         rules.agents_checked = false;

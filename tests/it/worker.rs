@@ -77,6 +77,14 @@ fn work(worker: &LlmWorker, dir: &Path, brief: Brief, meter: Arc<Meter>) -> (Wor
     (worked, events)
 }
 
+/// How a failed attempt failed (a panic when it did not fail).
+fn failure(worked: Worked) -> (FailureClass, String) {
+    match worked {
+        Worked::Failed { class, message, .. } => (class, message),
+        other => panic!("expected a failure: {other:?}"),
+    }
+}
+
 fn refusals(events: &[Event]) -> Vec<(String, String)> {
     events
         .iter()
@@ -303,13 +311,9 @@ fn a_worker_that_never_stops_is_cut_at_the_turn_bound() {
     let server = FakeLlm::start(vec![busy(), busy(), busy(), busy(), busy()]);
     let worker = LlmWorker::new(client(&server), 3);
     let (worked, events) = work(&worker, env.dir.path(), Brief::default(), Arc::default());
-    match worked {
-        Worked::Failed { class, message, .. } => {
-            assert_eq!(class, FailureClass::Logical);
-            assert!(message.contains("within 3 turns"), "{message}");
-        }
-        other => panic!("{other:?}"),
-    }
+    let (class, message) = failure(worked);
+    assert_eq!(class, FailureClass::Logical);
+    assert!(message.contains("within 3 turns"), "{message}");
     assert_eq!(server.seen().len(), 3, "no fourth call");
     assert_eq!(agent_ran(&events), (3, 3, 0));
 }
@@ -324,13 +328,9 @@ fn provider_faults_mid_turn_end_the_attempt_as_environmental() {
     ]);
     let worker = LlmWorker::new(client(&server), 30);
     let (worked, events) = work(&worker, env.dir.path(), Brief::default(), Arc::default());
-    match worked {
-        Worked::Failed { class, message, .. } => {
-            assert_eq!(class, FailureClass::Environmental);
-            assert!(message.contains("turn 2"), "{message}");
-        }
-        other => panic!("{other:?}"),
-    }
+    let (class, message) = failure(worked);
+    assert_eq!(class, FailureClass::Environmental);
+    assert!(message.contains("turn 2"), "{message}");
     let failed_call = events.iter().any(|e| {
         matches!(
             e,
