@@ -509,7 +509,7 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
 /// `isolation: none`; said once when it is off for lack of a work tree.
 async fn workspace(path: &std::path::Path, state: &StateFile, options: &Options) -> Option<Arc<dyn Workspace>> {
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    let others: Vec<std::path::PathBuf> = options.memory.iter().cloned().collect();
+    let others: Vec<std::path::PathBuf> = options.memory.iter().cloned().chain(own_outputs()).collect();
     let folder = absolute
         .parent()
         .map_or_else(|| absolute.display().to_string(), |p| p.display().to_string());
@@ -549,6 +549,22 @@ async fn workspace(path: &std::path::Path, state: &StateFile, options: &Options)
             None
         }
     }
+}
+
+/// The regular files this process writes its output to (`aot start > run.log
+/// 2>&1` inside the work tree): aot's own writes, never an attempt's changes
+/// (a failed attempt's restore would otherwise rewrite the log under it).
+fn own_outputs() -> Vec<std::path::PathBuf> {
+    if !cfg!(target_os = "linux") {
+        return Vec::new();
+    }
+    let mut outputs: Vec<std::path::PathBuf> = ["/proc/self/fd/1", "/proc/self/fd/2"]
+        .iter()
+        .filter_map(|fd| std::fs::read_link(fd).ok())
+        .filter(|target| target.is_absolute() && target.is_file())
+        .collect();
+    outputs.dedup();
+    outputs
 }
 
 /// The signals that stop a run: SIGINT (Ctrl-C), and on Unix SIGTERM (`kill`,

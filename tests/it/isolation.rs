@@ -929,3 +929,47 @@ fn aots_own_folder_stays_out_of_git_status() {
     let status = git(&["status", "--porcelain"]);
     assert!(!status.contains(".aot"), "{status}");
 }
+
+#[test]
+fn a_run_logging_into_the_tree_keeps_its_log_whole_through_a_discarded_attempt() {
+    let repo = Repo::new();
+    // `wrong` works in place; while it runs, a redirect makes the runner
+    // write records into its log, which is inside the tree.
+    let go = repo.mark("go");
+    repo.plan(
+        "max_retries: 0",
+        &format!(
+            "    fix:\n      or: [wrong, right]\n    wrong:\n      run: '{}; while [ ! -e {} ]; do sleep 0.02; done; echo wrong > a.txt && false'\n    right:\n      run: 'echo right > a.txt && touch done.txt'\n",
+            repo.running("wrong"),
+            go.display()
+        ),
+    );
+    let log = std::fs::File::create(repo.env.path("run.log")).unwrap();
+    let mut child = aot_command(repo.dir())
+        .arg("start")
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("start aot");
+    wait_until(repo.marks.path(), "wrong runs", || repo.mark("wrong.started").exists());
+    assert_eq!(repo.env.aot(&["redirect", "--add-atom", "extra=true"]).code, 0);
+    wait_until(repo.dir(), "the runner logs the redirect", || {
+        repo.read("run.log").is_some_and(|log| log.contains("extra"))
+    });
+    std::fs::write(&go, "").unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let journal = repo.journal();
+    assert!(
+        journal.contains(r#""type":"changes_discarded","atom":"wrong""#),
+        "{journal}"
+    );
+    assert!(
+        !journal.contains("run.log"),
+        "aot's own log is no attempt's change:\n{journal}"
+    );
+    let written = repo.read("run.log").unwrap_or_default();
+    assert!(
+        written.contains("completed"),
+        "the log holds the run to its end:\n{written}"
+    );
+}
