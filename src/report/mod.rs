@@ -453,12 +453,12 @@ fn stop(state: &StateFile) -> String {
     if let Some(result) = &stop.final_result {
         let _ = write!(
             out,
-            "<p>Loss at the end: D={:.2} P={:.2} Ω={:.0}% L={:.2} after {} replans.</p>",
+            "<p>Loss at the end: D={:.2} P={:.2} Ω={:.0}% L={:.2} after {}.</p>",
             result.loss.d,
             result.loss.p,
             result.loss.omega * 100.0,
             result.loss.l,
-            result.replans
+            counted(u64::from(result.replans), "replan")
         );
         if !result.next_moves.is_empty() {
             out.push_str("<ol class=\"moves\">");
@@ -582,7 +582,7 @@ pub fn html(input: &Input<'_>) -> String {
     };
     let _ = write!(
         page,
-        "<header><h1>{}</h1><p class=\"meta\"><code>{}</code> · {} atoms: {} solved, {} failed, {} blocked, {} pruned, {} pending · {} iterations, {} replans · {} journal records{span}{}</p></header>",
+        "<header><h1>{}</h1><p class=\"meta\"><code>{}</code> · {} atoms: {} solved, {} failed, {} blocked, {} pruned, {} pending · {}, {} · {}{span}{}</p></header>",
         esc(goal),
         esc(input.file),
         state.graph.atoms.len(),
@@ -591,9 +591,9 @@ pub fn html(input: &Input<'_>) -> String {
         count(AtomStatus::Blocked),
         count(AtomStatus::Pruned),
         count(AtomStatus::Pending),
-        state.run.iteration,
-        state.run.replans,
-        input.records.len(),
+        counted(state.run.iteration.into(), "iteration"),
+        counted(u64::from(state.run.replans), "replan"),
+        counted(input.records.len() as u64, "journal record"),
         if input.refresh.is_some() {
             " · reloads every few seconds while `aot report --watch` runs"
         } else {
@@ -659,6 +659,15 @@ pub fn html(input: &Input<'_>) -> String {
         state.run.revision
     );
     page
+}
+
+/// `n noun`, with the noun's plural for every count but one.
+fn counted(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
 }
 
 #[cfg(test)]

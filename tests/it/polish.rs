@@ -107,6 +107,24 @@ fn one_iteration_is_singular() {
 }
 
 #[test]
+fn status_says_one_replan_and_shows_no_arrow_to_an_empty_summary() {
+    let env = TestEnv::new();
+    env.write(
+        "aot.yaml",
+        &aligned(
+            "test -f never",
+            "graph:\n  atoms:\n    a: { run: 'true' }\n    b: { run: 'true', deps: [a] }\n",
+        ),
+    );
+    assert_eq!(env.aot(&["start"]).code, 5, "exhausted");
+    let status = env.aot(&["status"]).stdout;
+    assert!(status.contains("  ✓ b  run: true (attempts: 1)"), "{status}");
+    assert!(!status.contains("→ \n"), "an arrow to nothing:\n{status}");
+    assert!(status.contains("  a: (no summary) (attempt 1,"), "{status}");
+    assert!(status.contains("1 decision, 1 replan, "), "{status}");
+}
+
+#[test]
 fn an_or_atom_with_one_alternative_warns() {
     let env = TestEnv::new();
     env.write(

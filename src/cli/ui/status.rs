@@ -207,11 +207,12 @@ pub fn render(file: &str, state: &StateFile) -> String {
     if !state.bindings.is_empty() {
         out.push_str("\nbindings\n");
         for (id, binding) in &state.bindings {
-            let _ = writeln!(
-                out,
-                "  {id}: {} (attempt {}, {})",
-                binding.summary, binding.attempt, binding.at
-            );
+            let summary = if binding.summary.is_empty() {
+                "(no summary)"
+            } else {
+                binding.summary.as_str()
+            };
+            let _ = writeln!(out, "  {id}: {summary} (attempt {}, {})", binding.attempt, binding.at);
         }
     }
     if !state.trail.is_empty() {
@@ -225,10 +226,11 @@ pub fn render(file: &str, state: &StateFile) -> String {
     if let Some(last) = &ggs.last {
         let _ = writeln!(
             out,
-            "\nggs        {} decision{}, {} replans, L_prev {:.2}, worsening streak {}",
+            "\nggs        {} decision{}, {} replan{}, L_prev {:.2}, worsening streak {}",
             ggs.rounds,
             if ggs.rounds == 1 { "" } else { "s" },
             run.replans,
+            if run.replans == 1 { "" } else { "s" },
             ggs.l_prev.unwrap_or_default(),
             ggs.worsening
         );
@@ -286,7 +288,11 @@ fn tree<'a>(state: &'a StateFile, id: &'a str, indent: &str, shown: &mut HashSet
         if atom.speculative {
             line.push_str(" [speculative]");
         }
-    } else if let Some(binding) = state.bindings.get(id).filter(|_| atom.status == AtomStatus::Solved) {
+    } else if let Some(binding) = state
+        .bindings
+        .get(id)
+        .filter(|b| atom.status == AtomStatus::Solved && !b.summary.is_empty())
+    {
         let _ = write!(line, "  → {}", binding.summary);
     } else {
         let what = atom.run.as_deref().or(atom.agent.as_deref()).unwrap_or_default();
