@@ -3,11 +3,11 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use aot::engine::alignment_gaps;
+use aot::llm::record::Keeper;
 use aot::llm::{Client, Endpoint, Message, Retry, Role, Tiers};
-use aot::model::time::SystemClock;
+
 use aot::planner::draft::{self, Draft};
 use aot::planner::validate::{self as plan_check, Rules};
 use aot::state::document::{self, Format};
@@ -129,8 +129,13 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
     };
     let unfinished = !alignment_gaps(&StateFile::new(given.clone(), atoms.clone())).is_empty();
     if let (Some(endpoint), Some(request), true) = (planner, raw_input.as_deref(), unfinished) {
-        let (objective, drafted) = draft(ctx, endpoint, request, &given, &atoms, args.yes)?;
-        return write(ctx, StateFile::new(objective, drafted), args.force);
+        let drafted = draft(ctx, endpoint, request, &given, &atoms, args.yes)?;
+        return write(
+            ctx,
+            StateFile::new(drafted.objective, drafted.atoms),
+            args.force,
+            drafted.calls,
+        );
     }
     let field = |given: Option<String>, question: &str| given.or_else(|| ask(question));
     let objective = Objective {
@@ -154,12 +159,13 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
             }
         }
     }
-    write(ctx, StateFile::new(objective, atoms), args.force)
+    write(ctx, StateFile::new(objective, atoms), args.force, Vec::new())
 }
 
-/// Validates `state` and writes it, with the schema beside it; says what is
-/// still missing.
-fn write(ctx: &Context, state: StateFile, force: bool) -> Result<i32, CliError> {
+/// Validates `state` and writes it, with the schema beside it, journaling
+/// `calls` (the draft's `llm_called` records: what aligning spent counts
+/// against the task's budgets); says what is still missing.
+fn write(ctx: &Context, state: StateFile, force: bool, calls: Vec<aot::journal::Event>) -> Result<i32, CliError> {
     document::check(&state, &ctx.label()).map_err(|d| CliError::rendered(d.render(ctx.color), 1))?;
 
     // Editors validate the file against the schema written beside it.
@@ -176,8 +182,8 @@ fn write(ctx: &Context, state: StateFile, force: bool) -> Result<i32, CliError> 
         ),
         Format::Json => String::new(),
     };
-    let mut store = Store::new(&ctx.state, Arc::new(SystemClock));
-    let written = store.create(&state, &header, force)?;
+    let mut store = Store::new(&ctx.state, super::clock_from_env());
+    let written = store.create(&state, &header, force, calls)?;
 
     let gaps = alignment_gaps(&written);
     if ctx.json {
@@ -211,13 +217,21 @@ pub(super) fn llm_timeout() -> std::time::Duration {
     std::time::Duration::from_secs_f64(seconds)
 }
 
+/// A plan the planner drafted, and the `llm_called` record of each call.
+struct Drafted {
+    objective: Objective,
+    atoms: IndexMap<aot::model::AtomId, Atom>,
+    calls: Vec<aot::journal::Event>,
+}
+
 /// The most tokens the planner's draft may take.
 const DRAFT_MAX_TOKENS: u32 = 4000;
 
 /// Has the planner draft the objective and atoms from `request`: the answer
 /// is merged under what the user gave, checked by the plan validator and the
 /// state file's own validation, re-asked once with the problems, and written
-/// aside when it still fails.
+/// aside when it still fails. Returns the drafted parts and the `llm_called`
+/// record of each call (the conversation kept in `.aot/llm/`).
 fn draft(
     ctx: &Context,
     endpoint: Endpoint,
@@ -225,7 +239,7 @@ fn draft(
     given: &Objective,
     atoms: &IndexMap<aot::model::AtomId, Atom>,
     yes: bool,
-) -> Result<(Objective, IndexMap<aot::model::AtomId, Atom>), CliError> {
+) -> Result<Drafted, CliError> {
     let model = endpoint.model.clone();
     let client = Client::new(endpoint, llm_timeout(), Retry::default()).map_err(CliError::new)?;
     let workspace = super::folder_of(&ctx.state);
@@ -257,16 +271,27 @@ fn draft(
     };
     let (none_tools, none_targets) = (Default::default(), Default::default());
     let mut tokens = 0;
+    let mut records = Vec::new();
+    let clock = super::clock_from_env();
+    let paths = aot::store::Paths::new(&ctx.state);
+    let keeper = Keeper::new(paths.aot_dir.join("llm"), &workspace);
     let mut last_problems = Vec::new();
     let mut last_draft = None;
     for round in 0..2 {
         errln!("aot: asking the {role} ({model}) to draft the plan…");
+        let asked_at = clock.now();
         let (answer, calls) = runtime.block_on(client.json::<Draft>(role, &messages, DRAFT_MAX_TOKENS));
         tokens += calls
             .iter()
             .filter_map(|c| c.as_ref().ok())
             .map(|r| r.usage.total())
             .sum::<u64>();
+        let kept = runtime.block_on(keep(&keeper, asked_at.as_millis(), role, &messages, &calls));
+        records.extend(
+            calls
+                .iter()
+                .map(|call| aot::llm::record::called(role, call, &model, None, None, kept.clone())),
+        );
         let drafted = answer.map_err(|e| {
             CliError::new(format!("the planner could not draft a plan: {e}"))
                 .hint("align with flags instead (--goal, --base-case, --atom …), or pass --no-llm")
@@ -330,7 +355,11 @@ fn draft(
         }
         if problems.is_empty() {
             errln!("aot: drafted by {model} ({tokens} tokens); read it before `aot start`");
-            return Ok((objective, merged));
+            return Ok(Drafted {
+                objective,
+                atoms: merged,
+                calls: records,
+            });
         }
         last_problems = problems.clone();
         last_draft = Some(state);
@@ -364,4 +393,24 @@ fn draft(
         }
     }
     Err(error)
+}
+
+/// Keeps one drafting conversation (prompt, answers) in `.aot/llm/`; its
+/// path as journaled, `None` when it could not be written.
+async fn keep(
+    keeper: &Keeper,
+    millis: u64,
+    role: Role,
+    messages: &[Message],
+    calls: &[Result<aot::llm::Reply, aot::llm::CallError>],
+) -> Option<String> {
+    let answers: Vec<serde_json::Value> = calls
+        .iter()
+        .map(|c| match c {
+            Ok(reply) => serde_json::json!({"model": reply.model, "answer": reply.content}),
+            Err(e) => serde_json::json!({"error": e.message}),
+        })
+        .collect();
+    let body = serde_json::json!({"role": role.name(), "messages": messages, "answers": answers});
+    keeper.write(&keeper.name(millis), &body).await
 }

@@ -82,7 +82,10 @@ impl Keeper {
         tokio::fs::write(path, serde_json::to_vec_pretty(body).ok()?)
             .await
             .ok()?;
-        let shown = path.strip_prefix(&self.base).unwrap_or(path);
+        // Named from the state file's folder whether the path came relative
+        // (`--state aot.yaml`) or absolute.
+        let full = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        let shown = full.strip_prefix(&self.base).unwrap_or(&full);
         Some(shown.display().to_string())
     }
 }

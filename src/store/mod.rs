@@ -425,7 +425,13 @@ impl Store {
 
     /// Creates a new state file (and a journal starting with its snapshot).
     /// Fails if the file exists, unless `overwrite`.
-    pub fn create(&mut self, state: &StateFile, header: &str, overwrite: bool) -> Result<StateFile, StoreError> {
+    pub fn create(
+        &mut self,
+        state: &StateFile,
+        header: &str,
+        overwrite: bool,
+        then: Vec<Event>,
+    ) -> Result<StateFile, StoreError> {
         let _lock = self.lock()?;
         if !overwrite && self.paths.state.exists() {
             return Err(StoreError::Io {
@@ -442,7 +448,7 @@ impl Store {
             user_text: None,
         });
         let snapshot = Event::snapshot(&state);
-        self.append_and_apply(&mut state, vec![snapshot])?;
+        self.append_and_apply(&mut state, std::iter::once(snapshot).chain(then).collect())?;
         self.write(&state)?;
         Ok(state)
     }

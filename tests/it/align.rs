@@ -166,7 +166,27 @@ Here is the plan:
             "verbatim"
         );
         assert_eq!(state.objective.goal.as_deref(), Some("Make a hi file"));
+        // What drafting spent is the task's: journaled, its conversation kept.
+        let journal = std::fs::read_to_string(env.path("aot.yaml.journal.jsonl")).unwrap();
+        assert_eq!(
+            journal.matches(r#""type":"llm_called","role":"planner""#).count(),
+            1,
+            "{journal}"
+        );
+        assert!(journal.contains(r#""kept":".aot/llm/"#), "{journal}");
+        assert_eq!(state.run.spend.calls, 1);
+        let log = env.aot(&["log", "--llm"]);
+        assert!(log.stdout.contains("please make me a hi file"), "{}", log.transcript());
         assert_eq!(env.aot(&["start"]).code, 0);
+        let audit = env.aot(&["audit"]);
+        assert_eq!(
+            audit.code,
+            0,
+            "drafting is not spend without progress: {}",
+            audit.transcript()
+        );
+        let state = aot::state::document::read(&env.path("aot.yaml")).unwrap().state;
+        assert_eq!(state.run.spend.calls, 1, "a start keeps what aligning spent");
         assert!(env.path("hi").exists());
         // The key is in no file aot wrote.
         for entry in crate::common::files_under(env.dir.path()) {
@@ -236,8 +256,10 @@ Here is the plan:
         // Fixed on the re-ask: written.
         let fixed = broken.replace(r#", "deps": ["nowhere"]"#, "");
         let server = FakeLlm::start(vec![Step::chat(broken), Step::chat(&fixed)]);
-        let run = align(&env, &server, &["align", "do it"]);
+        let run = align(&env, &server, &["align", "do it", "--force"]);
         assert_eq!(run.code, 0, "{}", run.transcript());
+        let state = aot::state::document::read(&env.path("aot.yaml")).unwrap().state;
+        assert_eq!(state.run.spend.calls, 2, "the re-ask is counted too");
     }
 
     #[test]
