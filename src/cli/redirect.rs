@@ -133,7 +133,7 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
     super::report_set_aside(&done.set_aside, ctx.json);
     if let (Some(before), false) = (&done.restyled, ctx.json) {
         super::warn(&format!(
-            "{}'s own part was written afresh from its content: comments and layout there are gone; the text as it was is kept in {}",
+            "{}'s own part could not all be kept as written (comments or layout where it changed are gone); the text as it was is kept in {}",
             ctx.label(),
             before.display()
         ));

@@ -384,7 +384,7 @@ impl<'a> Engine<'a> {
         }
         if let Some(before) = self.store.take_restyled() {
             self.observer.warn(&format!(
-                "the state file's own part was written afresh from its content: comments and layout there are gone; the text as it was is kept in {}",
+                "the state file's own part could not all be kept as written (comments or layout where it changed are gone); the text as it was is kept in {}",
                 before.display()
             ));
         }

@@ -476,8 +476,9 @@ pub fn to_text(state: &StateFile, format: Format, header: &str) -> Result<String
 
 /// Returns the text of a state in `format` and, for YAML, the user's part of
 /// it. The user's part is `kept` byte for byte when it says what `state`'s
-/// user part says; otherwise it is rendered afresh after `header` (the leading
-/// comments). The engine's section follows, after [`ENGINE_MARKER`]: a save
+/// user part says; otherwise `kept` with only the entries that differ
+/// rewritten ([`crate::state::patch`]), or, when that cannot be done, the
+/// part rendered afresh after `header` (the leading comments). The engine's section follows, after [`ENGINE_MARKER`]: a save
 /// rewrites that section and nothing else.
 pub fn render(
     state: &StateFile,
@@ -487,11 +488,17 @@ pub fn render(
 ) -> Result<(String, Option<UserText>), String> {
     match format {
         Format::Yaml => {
-            let user_text = match kept.filter(|k| k.says.says_same_as(state)) {
-                Some(kept) => kept.clone(),
-                None => {
+            let user_text = match kept {
+                Some(kept) if kept.says.says_same_as(state) => kept.clone(),
+                _ => {
                     let (user, _) = crate::state::disk::split(state.clone());
-                    let text = format!("{header}{}", serde_saphyr::to_string(&user).map_err(|e| e.to_string())?);
+                    // What changed is edited in place when it can be; else
+                    // the part is written afresh.
+                    let patched = kept.and_then(|k| crate::state::patch::patch(&k.text, &k.says, &user));
+                    let text = match patched {
+                        Some(text) => text,
+                        None => format!("{header}{}", serde_saphyr::to_string(&user).map_err(|e| e.to_string())?),
+                    };
                     UserText { text, says: user }
                 }
             };

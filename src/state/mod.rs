@@ -11,6 +11,7 @@
 pub mod diag;
 pub mod disk;
 pub mod document;
+pub mod patch;
 pub mod schema;
 pub mod shell;
 pub mod spans;

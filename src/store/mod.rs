@@ -807,7 +807,8 @@ impl Store {
 
     /// Saves the user's part as last written aside when the new text writes
     /// it afresh and it carried what a fresh rendering drops (comments,
-    /// flow style, blank lines, quoting): no one's words are lost unseen.
+    /// flow style, blank lines, quoting), or when an edit in place rewrote a
+    /// comment: no one's words are lost unseen.
     fn keep_restyled(&mut self, new: &Option<document::UserText>) -> Result<(), StoreError> {
         let Some(base) = &self.base else {
             return Ok(());
@@ -816,6 +817,10 @@ impl Store {
             return Ok(());
         };
         if old.text == new.text || document::is_rendered(old, &base.header) {
+            return Ok(());
+        }
+        let patched = !document::is_rendered(new, &base.header);
+        if patched && crate::state::patch::keeps_comments(&old.text, &new.text) {
             return Ok(());
         }
         let aside = self.paths.before(base.state.run.revision, self.format);

@@ -93,13 +93,47 @@ fn a_commented_flow_styled_file_run_to_completion_keeps_its_user_part_byte_for_b
         name.to_string_lossy().contains(".before-")
     }));
 
-    // A constraint is the user's: the part is written afresh, and the text as
-    // it was is kept, and said where.
+    // A constraint is the user's: it is written in, and the rest of the part
+    // stays as written.
     let run = env.aot(&["redirect", "--set", "max_retries=2"]);
     assert_eq!(run.code, 0, "{}", run.transcript());
+    assert!(!run.stderr.contains("could not all be kept"), "{}", run.stderr);
     let text = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
-    assert_ne!(user_part(&text), COMMENTED);
-    assert!(text.contains("max_retries: 2"), "{text}");
+    let with_constraint = COMMENTED.replace(
+        "  base_case: { command: 'test -f c.done' }\n",
+        "  base_case: { command: 'test -f c.done' }\n  constraints:\n    max_retries: 2\n",
+    );
+    assert_eq!(user_part(&text), with_constraint);
+    let run = env.aot(&["redirect", "--set", "max_retries=3", "--goal", "test # not a comment"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    let text = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
+    let changed = with_constraint
+        .replace("max_retries: 2", "max_retries: 3")
+        .replace("goal: test   #", "goal: \"test # not a comment\"   #");
+    assert_eq!(user_part(&text), changed);
+
+    // An atom added and removed: the atom's lines come and go, nothing else.
+    let run = env.aot(&["redirect", "--add-atom", "d=touch d.done", "--deps", "c"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    let text = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
+    let added = format!("{changed}    d:\n      run: touch d.done\n      deps:\n      - c\n");
+    assert_eq!(user_part(&text), added);
+    let run = env.aot(&["redirect", "--remove-atom", "d"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    let text = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
+    assert_eq!(user_part(&text), changed);
+    assert!(!env.path(".aot").read_dir().unwrap().any(|e| {
+        let name = e.unwrap().file_name();
+        name.to_string_lossy().contains(".before-")
+    }));
+
+    // A change that cannot be made in place (an atom removed where another
+    // is added) writes the part afresh: the text as it was is kept, and
+    // said where.
+    let run = env.aot(&["redirect", "--remove-atom", "c", "--add-atom", "e=true"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    let text = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
+    assert!(!user_part(&text).contains("# the first step"), "{text}");
     let kept = run
         .stderr
         .split("the text as it was is kept in ")
@@ -109,12 +143,12 @@ fn a_commented_flow_styled_file_run_to_completion_keeps_its_user_part_byte_for_b
     assert!(kept.contains(".aot/aot.yaml.before-"), "{kept}");
     // (`path` joins a relative path to the test folder; an absolute one stays.)
     let kept = std::fs::read_to_string(env.path(kept)).unwrap_or_else(|e| panic!("{kept}: {e}"));
-    assert_eq!(kept, COMMENTED, "the words as written, comments and all");
+    assert_eq!(kept, changed, "the words as written, comments and all");
 
     // Written afresh once, the part has nothing more to lose: no more copies.
-    let run = env.aot(&["redirect", "--set", "max_retries=3"]);
+    let run = env.aot(&["redirect", "--set", "max_retries=4"]);
     assert_eq!(run.code, 0, "{}", run.transcript());
-    assert!(!run.stderr.contains("written afresh"), "{}", run.stderr);
+    assert!(!run.stderr.contains("could not all be kept"), "{}", run.stderr);
 }
 
 #[test]
