@@ -431,6 +431,20 @@ impl Engine<'_> {
         self.attempt_tokens.clear();
         self.interrupted.clear();
         loop {
+            // The check of what came in starts before new work: with
+            // isolation, work that runs alone runs in the user's tree, where
+            // the check must not see it half done (it waits for the check).
+            if eager
+                && d.round.unchecked
+                && d.verification.is_none()
+                && d.in_place.is_none()
+                && !d.halted
+                && !self.cancel.is_cancelled()
+                && !self.state.control.stop_requested
+            {
+                d.verification = self.start_verification(self.round_cancel.child_token());
+                d.round.unchecked = false;
+            }
             if d.round.failures.is_empty()
                 && !d.halted
                 && !self.round_cancel.is_cancelled()
@@ -447,16 +461,6 @@ impl Engine<'_> {
             }
             if self.state.control.stop_requested {
                 self.cancel.cancel();
-            }
-            if eager
-                && d.round.unchecked
-                && d.verification.is_none()
-                && d.in_place.is_none()
-                && !d.halted
-                && !self.cancel.is_cancelled()
-            {
-                d.verification = self.start_verification(self.round_cancel.child_token());
-                d.round.unchecked = false;
             }
             if d.running.is_empty() && d.verification.is_none() {
                 break;
@@ -588,7 +592,8 @@ impl Engine<'_> {
 
     /// Dispatches ready atoms up to `parallel` in flight. With isolation an
     /// attempt works in the user's tree when it is the only one to run (a
-    /// chain, a retry); atoms that run side by side work in copies.
+    /// chain, a retry), after the check of what came before; atoms that run
+    /// side by side work in copies, while a check runs too.
     fn dispatch_ready(&mut self, d: &mut Dispatch, parallel: usize) -> Result<(), EngineError> {
         while d.in_flight.len() < parallel && d.round.failures.is_empty() {
             let next: Vec<AtomId> = self
@@ -602,6 +607,11 @@ impl Engine<'_> {
                 return Ok(());
             };
             let alone = next.len() == 1 && d.in_flight.is_empty();
+            if alone && d.verification.is_some() && self.roles.workspace.is_some() {
+                // It would work in the user's tree while the check reads it:
+                // it starts once the check has said the goal does not hold.
+                return Ok(());
+            }
             let cancel = self.round_cancel.child_token();
             self.start(d, &atom, cancel, alone)?;
         }

@@ -973,3 +973,43 @@ fn a_run_logging_into_the_tree_keeps_its_log_whole_through_a_discarded_attempt()
         "the log holds the run to its end:\n{written}"
     );
 }
+
+/// Writes a chain a1 → a5 whose base case holds once a2 is done.
+fn chain_plan(repo: &Repo, constraints: &str, base_case: &str) {
+    repo.env.write(
+        "aot.yaml",
+        &format!(
+            "version: 2\nobjective:\n  goal: g\n  background_intent: b\n  deliverables: d\n  definition_of_done: done\n  base_case: {{ command: '{base_case}' }}\n  constraints: {{ {constraints} }}\ngraph:\n  atoms:\n    a1: {{ run: 'touch a1.done' }}\n    a2: {{ run: 'touch a2.done', deps: [a1] }}\n    a3: {{ run: 'touch a3.done', deps: [a2] }}\n    a4: {{ run: 'touch a4.done', deps: [a3] }}\n    a5: {{ run: 'touch a5.done', deps: [a4] }}\n"
+        ),
+    );
+}
+
+#[test]
+fn in_a_git_work_tree_a_chain_halts_the_moment_the_base_case_holds() {
+    let repo = Repo::new();
+    chain_plan(&repo, "max_retries: 0", "test -f a2.done");
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    assert!(repo.read("a2.done").is_some());
+    let journal = repo.journal();
+    assert!(
+        !journal.contains(r#""type":"atom_started","atom":"a3""#),
+        "the check after a2 comes before a3 starts in the tree:\n{journal}"
+    );
+    assert!(repo.read("a3.done").is_none());
+}
+
+#[test]
+fn in_a_git_work_tree_each_check_ends_an_iteration_and_the_limit_counts_them() {
+    let repo = Repo::new();
+    chain_plan(&repo, "max_iterations: 2", "test -f a5.done");
+    let run = repo.start();
+    assert_eq!(run.code, 8, "iteration limit:\n{}", run.transcript());
+    let state = aot::state::document::read(&repo.env.path("aot.yaml")).unwrap().state;
+    assert_eq!(state.run.iteration, 2);
+    let solved: Vec<_> = ["a1", "a2", "a3", "a4", "a5"]
+        .into_iter()
+        .filter(|a| state.graph.atoms[*a].status == aot::state::AtomStatus::Solved)
+        .collect();
+    assert_eq!(solved, ["a1", "a2"], "one atom per iteration in a chain");
+}
