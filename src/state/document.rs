@@ -286,20 +286,16 @@ pub fn parse(label: &str, text: &str, format: Format) -> Result<StateFile, Diagn
     let root = match spans::parse(text) {
         Ok(root) => root,
         Err(e) if e.to_string().contains("duplicate mapping key") => {
-            let root = spans::parse_last_key_wins(text).map_err(|e| fail(vec![saphyr_diagnostic(&e)]))?;
-            let duplicate = saphyr_diagnostic(&e);
-            let path = duplicate
-                .line
-                .zip(duplicate.column)
-                .and_then(|(l, c)| root.key_path_at(l, c));
-            errors.push(match path {
-                Some(path) => Diagnostic {
-                    message: "duplicate key".into(),
-                    ..duplicate
-                }
-                .field(path),
-                None => duplicate,
-            });
+            let (root, repeated) = spans::parse_with_duplicates(text).map_err(|e| fail(vec![saphyr_diagnostic(&e)]))?;
+            if repeated.is_empty() {
+                errors.push(saphyr_diagnostic(&e));
+            }
+            errors.extend(repeated.into_iter().map(|(path, loc)| {
+                Diagnostic::new("duplicate key")
+                    .at(Some(loc))
+                    .field(path)
+                    .help("a key may appear once in a mapping; the last one is read to check the rest")
+            }));
             root
         }
         Err(e) => return Err(fail(vec![saphyr_diagnostic(&e)])),

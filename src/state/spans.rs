@@ -144,13 +144,54 @@ pub fn parse(text: &str) -> Result<Node, serde_saphyr::Error> {
 }
 
 /// Parses YAML text into a located tree where a repeated key keeps its last
-/// value: after a duplicate key is reported, the rest of the file is still
-/// checked.
-pub fn parse_last_key_wins(text: &str) -> Result<Node, serde_saphyr::Error> {
+/// value, with every repeated key's dotted path and place: after duplicate
+/// keys are reported, the rest of the file is still checked.
+pub fn parse_with_duplicates(text: &str) -> Result<(Node, Vec<(String, Loc)>), serde_saphyr::Error> {
     let options = serde_saphyr::options! {
-        duplicate_keys: serde_saphyr::DuplicateKeyPolicy::LastWins,
+        duplicate_keys: serde_saphyr::DuplicateKeyPolicy::PassThrough,
     };
-    serde_saphyr::from_str_with_options::<Node>(text, options)
+    let mut root = serde_saphyr::from_str_with_options::<Node>(text, options)?;
+    let mut repeated = Vec::new();
+    keep_last(&mut root, "", &mut repeated);
+    Ok((root, repeated))
+}
+
+/// Drops every entry of a map whose key comes again later in it, noting the
+/// later ones, throughout the tree.
+fn keep_last(node: &mut Node, path: &str, repeated: &mut Vec<(String, Loc)>) {
+    let join = |key: &str| {
+        if path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{path}.{key}")
+        }
+    };
+    match &mut node.kind {
+        NodeKind::Map(entries) => {
+            let mut seen = std::collections::HashSet::new();
+            for (key, loc, value) in entries.iter_mut() {
+                if !seen.insert(key.clone()) {
+                    repeated.push((join(key), *loc));
+                }
+                // Each value is checked, the one dropped below too.
+                keep_last(value, &join(key), repeated);
+            }
+            let mut kept: Vec<(String, Loc, Node)> = Vec::with_capacity(entries.len());
+            for entry in entries.drain(..).rev() {
+                if !kept.iter().any(|(k, _, _)| *k == entry.0) {
+                    kept.push(entry);
+                }
+            }
+            kept.reverse();
+            *entries = kept;
+        }
+        NodeKind::Seq(items) => {
+            for (i, item) in items.iter_mut().enumerate() {
+                keep_last(item, &format!("{path}[{i}]"), repeated);
+            }
+        }
+        NodeKind::Scalar(_) => {}
+    }
 }
 
 impl<'de> Deserialize<'de> for Node {

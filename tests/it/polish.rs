@@ -156,15 +156,18 @@ fn a_duplicate_key_is_reported_with_the_files_other_problems() {
     let env = TestEnv::new();
     env.write(
         "aot.yaml",
-        "version: 7\nobjective:\n  goal: g\n  goal: h\n  base_case: { command: 'true' }\ngraph:\n  atoms:\n    a: { run: 'true', deps: [nope] }\n",
+        "version: 7\nobjective:\n  goal: g\n  goal: h\n  base_case: { command: 'true' }\ngraph:\n  atoms:\n    a: { run: 'true', deps: [nope] }\n    b: { run: 'true', run: 'false' }\n    c:\n      run: 'true'\n      deps: []\n      deps: [a]\n    b: { run: 'x' }\n",
     );
     let run = env.aot(&["validate"]);
     assert_eq!(run.code, 1);
     for needle in [
         "unsupported version 7",
         "objective.goal: duplicate key",
+        "graph.atoms.b.run: duplicate key",
+        "graph.atoms.c.deps: duplicate key",
+        "graph.atoms.b: duplicate key",
         "dependency `nope` is not an atom",
-        "aot.yaml: 3 problems",
+        "aot.yaml: 6 problems",
     ] {
         assert!(run.stderr.contains(needle), "`{needle}` in:\n{}", run.stderr);
     }
