@@ -629,11 +629,7 @@ impl<'a> Engine<'a> {
         let max_iterations = self.max_iterations();
         loop {
             if self.state.run.iteration >= max_iterations {
-                let message = format!(
-                    "{max_iterations} iteration{} done and the base case does not hold",
-                    if max_iterations == 1 { "" } else { "s" }
-                );
-                return self.stop(StopReason::IterationLimit, message, None);
+                return self.stop_at_limit();
             }
             if let Some(ended) = self.iteration().await? {
                 return Ok(ended);
@@ -644,6 +640,17 @@ impl<'a> Engine<'a> {
                 return Ok(Ended::Paused);
             }
         }
+    }
+
+    /// Stops at the iteration limit, saying how to go on.
+    fn stop_at_limit(&mut self) -> Result<Ended, EngineError> {
+        let max = self.max_iterations();
+        let message = format!(
+            "{max} iteration{} done and the base case does not hold",
+            if max == 1 { "" } else { "s" }
+        );
+        let result = self.at_limit(max, &message);
+        self.stop_with(StopReason::IterationLimit, message, None, Some(Box::new(result)))
     }
 
     /// The iteration limit: `--max-iterations`, else the file's constraint.
@@ -675,12 +682,7 @@ impl<'a> Engine<'a> {
             return self.stop_manual().map(Some);
         }
         if round.limit_reached {
-            let max = self.max_iterations();
-            let message = format!(
-                "{max} iteration{} done and the base case does not hold",
-                if max == 1 { "" } else { "s" }
-            );
-            return self.stop(StopReason::IterationLimit, message, None).map(Some);
+            return self.stop_at_limit().map(Some);
         }
         if !round.failures.is_empty()
             && let Some(ended) = self.replan(&round.finished, round.failures, None).await?

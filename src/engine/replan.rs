@@ -54,6 +54,28 @@ impl Engine<'_> {
         ggs::accept(&self.state.run.ggs, self.omega_now(), self.state.run.replans, &c)
     }
 
+    /// What a run stopped at its iteration limit leaves: the last loss,
+    /// the partial result, and the move that goes on.
+    pub(super) fn at_limit(&self, max: u32, message: &str) -> FinalResult {
+        let c = self.state.objective.constraints.ggs();
+        let last = self.state.run.ggs.last.as_deref();
+        // Each iteration makes at least one graph transition: the bound on
+        // those left is enough to reach the goal or a dead end.
+        let left = u32::try_from(self.graph.remaining_bound()).unwrap_or(u32::MAX).max(1);
+        let raised = max.saturating_add(left);
+        FinalResult {
+            accepted: false,
+            summary: message.to_string(),
+            loss: last.map_or_else(|| ggs::loss(1.0, 0.0, self.omega_now(), &c), |d| d.loss),
+            grad_l: last.map_or(0.0, |d| d.grad_l),
+            replans: self.state.run.replans,
+            partial: self.partial(),
+            next_moves: vec![format!(
+                "The iteration limit is reached ({max}, counted across the runs of this task; the graph needs at most {left} more): raise it with `aot redirect --set max_iterations={raised}`, then `aot start` (or `aot start --max-iterations {raised}` for one run)."
+            )],
+        }
+    }
+
     /// The partial result of an abandoned task: the solved atoms' summaries, the
     /// first [`PARTIAL_MAX`] of them (all are in `bindings`).
     fn partial(&self) -> indexmap::IndexMap<AtomId, String> {

@@ -294,7 +294,7 @@ pub fn parse(label: &str, text: &str, format: Format) -> Result<StateFile, Diagn
                 Diagnostic::new("duplicate key")
                     .at(Some(loc))
                     .field(path)
-                    .help("a key may appear once in a mapping; the last one is read to check the rest")
+                    .help("each key may appear once in a mapping; merge the two entries (the last one is read to check the rest)")
             }));
             root
         }

@@ -295,3 +295,23 @@ graph:
         assert!(env.path("done").exists(), "{needle}");
     }
 }
+
+#[test]
+fn at_the_iteration_limit_the_printed_move_raises_it_and_the_run_goes_on() {
+    let env = TestEnv::new();
+    env.write(
+        "aot.yaml",
+        &aligned(
+            "test -f c.done",
+            "  constraints: { max_iterations: 1 }\ngraph:\n  atoms:\n    a: { run: 'touch a.done' }\n    b: { run: 'touch b.done', deps: [a] }\n    c: { run: 'touch c.done', deps: [b] }\n",
+        ),
+    );
+    let run = env.aot(&["start"]);
+    assert_eq!(run.code, 8, "{}", run.transcript());
+    assert!(run.stderr.contains("next moves"), "{}", run.stderr);
+    // Started again as it is, it stops at once: the limit counts the task's iterations.
+    assert_eq!(env.aot(&["start"]).code, 8);
+    follow(&env, "aot redirect --set max_iterations=");
+    assert_eq!(state(&env).run.stop.map(|s| s.reason), Some(StopReason::Completed));
+    assert!(env.path("c.done").exists());
+}
