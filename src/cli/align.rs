@@ -170,8 +170,7 @@ fn write(ctx: &Context, state: StateFile, force: bool, calls: Vec<aot::journal::
 
     // Editors validate the file against the schema written beside it.
     let store_paths = aot::store::Paths::new(&ctx.state);
-    aot::model::file::real_dir(&store_paths.aot_dir)
-        .map_err(|e| CliError::new(format!("{}: {e}", store_paths.aot_dir.display())))?;
+    aot::store::aot_dir(&store_paths)?;
     let schema_path = store_paths.aot_dir.join("state.schema.json");
     aot::store::write_atomic(&schema_path, aot::state::schema::state_schema_text().as_bytes())
         .map_err(|e| CliError::new(format!("{}: {e}", schema_path.display())))?;
@@ -274,6 +273,7 @@ fn draft(
     let mut records = Vec::new();
     let clock = super::clock_from_env();
     let paths = aot::store::Paths::new(&ctx.state);
+    aot::store::aot_dir(&paths)?;
     let keeper = Keeper::new(paths.aot_dir.join("llm"), &workspace);
     let mut last_problems = Vec::new();
     let mut last_draft = None;

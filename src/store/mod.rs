@@ -221,7 +221,7 @@ impl RunnerLock {
 /// Makes aot's folder beside the state file (a real folder, never a link).
 /// A new one gets a `.gitignore` of `*`: locks, memory and logs are aot's,
 /// not the project's, and stay out of `git status`.
-fn aot_dir(paths: &Paths) -> Result<(), StoreError> {
+pub fn aot_dir(paths: &Paths) -> Result<(), StoreError> {
     let new = !paths.aot_dir.exists();
     file::real_dir(&paths.aot_dir).map_err(io_error(&paths.aot_dir))?;
     if new {

@@ -34,6 +34,10 @@ fn flags_and_atoms_make_an_aligned_file_that_runs() {
         env.path(".aot/state.schema.json").exists(),
         "the schema the modeline names is there"
     );
+    assert!(
+        env.path(".aot/.gitignore").exists(),
+        "aot's folder stays out of git status"
+    );
     let state = aot::state::document::read(&env.path("aot.yaml")).unwrap().state;
     assert_eq!(
         state.objective.raw_input.as_deref(),
@@ -174,6 +178,10 @@ Here is the plan:
             "{journal}"
         );
         assert!(journal.contains(r#""kept":".aot/llm/"#), "{journal}");
+        assert!(
+            env.path(".aot/.gitignore").exists(),
+            "made before the conversation is kept"
+        );
         assert_eq!(state.run.spend.calls, 1);
         let log = env.aot(&["log", "--llm"]);
         assert!(log.stdout.contains("please make me a hi file"), "{}", log.transcript());
