@@ -253,9 +253,14 @@ pub fn describe(record: &Record, verbose: bool) -> Option<String> {
             if *passed { "holds" } else { "fails" },
             first_line(evidence)
         ),
-        Event::WorkspaceRecovered { changes } => format!(
+        Event::WorkspaceRecovered { changes, kept } if kept.is_empty() => format!(
             "  ↶ put back what a killed run's attempt had changed: {changes} (its tree is {} in git)",
             changes.after
+        ),
+        Event::WorkspaceRecovered { changes, kept } => format!(
+            "  ↶ put back what a killed run's attempt had changed: {changes} (its tree is {} in git), but for {}: changed after the run was last alive, they stay as they are",
+            changes.after,
+            kept.join(", ")
         ),
         Event::RunPaused {} if verbose => "aot: paused after one iteration".to_string(),
         Event::RunStopped { stop } if verbose => format!("aot: stopped ({}): {}", stop.reason.as_str(), stop.message),

@@ -414,6 +414,9 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
     }
     let mut store = Store::new(&ctx.state, clock.clone());
     let _runner = store::acquire_runner(store.paths(), std::process::id())?;
+    // When the last runner of this file was last alive, read before this one's heartbeat.
+    let alive = store.paths().alive.clone();
+    let last_alive = std::fs::metadata(&alive).and_then(|m| m.modified()).ok();
     // A killed run's workers may still run and write; stop them before
     // anything reads or restores the tree.
     let absolute = std::path::absolute(&ctx.state).unwrap_or_else(|_| ctx.state.clone());
@@ -479,7 +482,16 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
                 }
             }
         });
-        roles.workspace = workspace(&ctx.state, &state, &options).await;
+        roles.workspace = workspace(&ctx.state, &state, &options, last_alive).await;
+        // The heartbeat: after a kill, the next start tells this run's
+        // changes from those made after it died.
+        tokio::spawn(async move {
+            let mut beat = tokio::time::interval(std::time::Duration::from_secs(1));
+            loop {
+                beat.tick().await;
+                let _ = tokio::fs::write(&alive, b"").await;
+            }
+        });
         let engine = Engine::new(&mut store, state, clock, options, roles, &mut printer, cancel);
         engine.run().await
     });
@@ -507,7 +519,12 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
 
 /// Isolation for the run: git inside a git work tree unless the file says
 /// `isolation: none`; said once when it is off for lack of a work tree.
-async fn workspace(path: &std::path::Path, state: &StateFile, options: &Options) -> Option<Arc<dyn Workspace>> {
+async fn workspace(
+    path: &std::path::Path,
+    state: &StateFile,
+    options: &Options,
+    last_alive: Option<std::time::SystemTime>,
+) -> Option<Arc<dyn Workspace>> {
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     let others: Vec<std::path::PathBuf> = options.memory.iter().cloned().chain(own_outputs()).collect();
     let folder = absolute
@@ -533,7 +550,7 @@ async fn workspace(path: &std::path::Path, state: &StateFile, options: &Options)
     match GitWorkspace::discover(&absolute, &others).await {
         Ok(Some(workspace)) => {
             let per_atom = state.objective.constraints.commit() == CommitPolicy::PerAtom;
-            Some(Arc::new(workspace.committing(per_atom)))
+            Some(Arc::new(workspace.committing(per_atom).last_alive(last_alive)))
         }
         Ok(None) => {
             errln!(

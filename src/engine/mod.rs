@@ -523,14 +523,23 @@ impl<'a> Engine<'a> {
                             "a killed run left an attempt's changes in the work tree ({changes}); commits were made since, so the files are left as they are (what had landed is {} in git)",
                             changes.before
                         )
-                    } else {
+                    } else if recovered.kept.is_empty() {
                         format!(
                             "a killed run left an attempt's changes in the work tree ({changes}); the files are back as they were before it (its tree is {} in git)",
                             changes.after
                         )
+                    } else {
+                        format!(
+                            "a killed run left an attempt's changes in the work tree ({changes}); the files are back as they were before it (its tree is {} in git), but for {}: changed after the run was last alive (by you, or a worker it left running), they stay as they are",
+                            changes.after,
+                            recovered.kept.join(", ")
+                        )
                     });
                     if !recovered.left {
-                        self.record(vec![Event::WorkspaceRecovered { changes }])?;
+                        self.record(vec![Event::WorkspaceRecovered {
+                            changes,
+                            kept: recovered.kept,
+                        }])?;
                     }
                 }
             }

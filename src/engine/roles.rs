@@ -645,6 +645,9 @@ pub struct Recovered {
     /// The files were left as they are: commits were made since the kill,
     /// so the tree is the user's now.
     pub left: bool,
+    /// Files left as they are though the killed attempt may have changed
+    /// them: they were modified after the killed run was last alive.
+    pub kept: Vec<String>,
 }
 
 /// Isolates attempts: what an attempt changes reaches the user's tree only

@@ -260,6 +260,9 @@ pub enum Event {
     WorkspaceRecovered {
         /// What the killed attempt had changed (`after`: its tree, still in git).
         changes: Changes,
+        /// Of those, the files left as they are: modified after the killed
+        /// run was last alive (by the user, or a worker it left running).
+        kept: Vec<String>,
     },
     /// The planner added atoms after a GGS decision, when no written
     /// alternative was left (their definitions arrive in the `user_edited`

@@ -218,6 +218,8 @@ pub enum WireEvent {
     },
     WorkspaceRecovered {
         changes: Changes,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        kept: Vec<String>,
     },
     Replanned {
         replan: u32,
@@ -717,7 +719,7 @@ impl From<Event> for WireEvent {
                 kept,
                 commit,
             },
-            Event::WorkspaceRecovered { changes } => W::WorkspaceRecovered { changes },
+            Event::WorkspaceRecovered { changes, kept } => W::WorkspaceRecovered { changes, kept },
             Event::Replanned {
                 replan,
                 directive,
@@ -944,7 +946,7 @@ fn event_from(event: WireEvent, v: u32) -> Event {
             kept,
             commit,
         },
-        W::WorkspaceRecovered { changes } => Event::WorkspaceRecovered { changes },
+        W::WorkspaceRecovered { changes, kept } => Event::WorkspaceRecovered { changes, kept },
         W::Replanned {
             replan,
             directive,

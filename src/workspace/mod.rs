@@ -34,6 +34,9 @@ pub struct GitWorkspace {
     refs: String,
     /// Each landing is committed on the user's branch (`constraints.commit: per_atom`).
     commit_per_atom: bool,
+    /// When a killed run was last alive: a file changed after it is not that
+    /// run's attempt's to put back.
+    last_alive: Option<std::time::SystemTime>,
     inner: Mutex<Inner>,
 }
 
@@ -107,8 +110,17 @@ impl GitWorkspace {
             git: Git::new(top, common, scratch, own),
             refs: format!("refs/aot/{key}"),
             commit_per_atom: false,
+            last_alive: None,
             inner: Mutex::new(Inner::default()),
         }))
+    }
+
+    /// Says when the last run of this state file was last alive (its
+    /// heartbeat): after a kill, files changed later than that are left as
+    /// they are rather than put back.
+    pub fn last_alive(mut self, at: Option<std::time::SystemTime>) -> Self {
+        self.last_alive = at;
+        self
     }
 
     /// Commits each landing (and each undo) on the user's branch.
@@ -178,7 +190,12 @@ impl GitWorkspace {
             if now != landed_tree {
                 let changes = self.git.changes(&landed_tree, &now).await?;
                 if head_then == head_now {
-                    self.restore(&now, &landed_tree).await?;
+                    // A file changed after the killed run was last alive is
+                    // someone's since (the user's, or a worker it left
+                    // running): it stays, and is reported.
+                    let newer = self.changed_since_alive(&now, &landed_tree).await?;
+                    self.restore_but(&now, &landed_tree, &newer).await?;
+                    recovered.kept = newer;
                 } else {
                     recovered.left = true;
                 }
@@ -502,8 +519,16 @@ impl GitWorkspace {
     /// that edited `.gitignore` made them look new, but they are build
     /// caches or secrets, never the attempt's work.
     async fn restore(&self, now: &str, target: &str) -> Result<(), GitError> {
+        self.restore_but(now, target, &[]).await
+    }
+
+    /// Puts the tree back from `now` to `target`, but for the paths `keep`.
+    async fn restore_but(&self, now: &str, target: &str, keep: &[String]) -> Result<(), GitError> {
         let back = self.git.diff(now, target).await?;
-        let (present, absent): (Vec<_>, Vec<_>) = entries_of(&back).into_iter().partition(|(_, e)| e.is_some());
+        let (present, absent): (Vec<_>, Vec<_>) = entries_of(&back)
+            .into_iter()
+            .filter(|(path, _)| !keep.contains(path))
+            .partition(|(_, e)| e.is_some());
         self.git.write_files(&self.git.top, target, &present).await?;
         let paths: Vec<&str> = absent.iter().map(|(p, _)| p.as_str()).collect();
         let ignored = self.git.ignored(&self.git.top, &paths).await?;
@@ -512,6 +537,26 @@ impl GitWorkspace {
         }
         let removed: Vec<(String, Entry)> = absent.into_iter().filter(|(p, _)| !ignored.contains(p)).collect();
         self.git.write_files(&self.git.top, target, &removed).await
+    }
+
+    /// The paths that differ between `now` and `target` and were modified
+    /// after the killed run was last alive (with a second's grace for its
+    /// last heartbeat).
+    async fn changed_since_alive(&self, now: &str, target: &str) -> Result<Vec<String>, GitError> {
+        let Some(alive) = self.last_alive else {
+            return Ok(Vec::new());
+        };
+        let after = alive + std::time::Duration::from_secs(2);
+        let mut newer = Vec::new();
+        for delta in self.git.diff(now, target).await? {
+            let modified = tokio::fs::symlink_metadata(self.git.top.join(&delta.path))
+                .await
+                .and_then(|m| m.modified());
+            if modified.is_ok_and(|m| m > after) {
+                newer.push(delta.path);
+            }
+        }
+        Ok(newer)
     }
 
     fn release(&self, inner: &mut Inner, id: u64) {

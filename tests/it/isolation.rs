@@ -1013,3 +1013,42 @@ fn in_a_git_work_tree_each_check_ends_an_iteration_and_the_limit_counts_them() {
         .collect();
     assert_eq!(solved, ["a1", "a2"], "one atom per iteration in a chain");
 }
+
+#[test]
+fn files_changed_after_a_killed_run_died_stay_as_they_are_when_its_attempt_is_put_back() {
+    let repo = Repo::new();
+    let second = repo.mark("second");
+    repo.plan(
+        "max_retries: 0",
+        &format!(
+            "    b:\n      run: 'if [ -e {second} ]; then touch done.txt; else echo partial > b.txt; echo partial >> a.txt; {running}; sleep 1000; fi'\n",
+            second = second.display(),
+            running = repo.running("b"),
+        ),
+    );
+    repo.kill_mid_run(&["b"]);
+    // After the kill, the user writes notes and goes on editing a.txt (the
+    // edits dated after the killed run's last heartbeat).
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(30);
+    for (name, text) in [
+        ("notes.txt", "my notes\n"),
+        ("a.txt", "one\ntwo\nthree\npartial\nmine\n"),
+    ] {
+        let file = std::fs::File::create(repo.env.path(name)).unwrap();
+        std::io::Write::write_all(&mut &file, text.as_bytes()).unwrap();
+        file.set_modified(later).unwrap();
+    }
+    std::fs::write(&second, "").unwrap();
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, repo.journal());
+    assert_eq!(repo.read("b.txt"), None, "the killed attempt's own file is put back");
+    assert_eq!(repo.read("notes.txt").as_deref(), Some("my notes\n"));
+    assert_eq!(
+        repo.read("a.txt").as_deref(),
+        Some("one\ntwo\nthree\npartial\nmine\n"),
+        "the user's edit stays"
+    );
+    let journal = repo.journal();
+    assert!(journal.contains(r#""kept":["a.txt","notes.txt"]"#), "{journal}");
+    assert!(run.stdout.contains("but for a.txt, notes.txt"), "{}", run.stdout);
+}
