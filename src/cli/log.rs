@@ -57,10 +57,8 @@ pub fn describe(record: &Record, verbose: bool) -> Option<String> {
         Event::AtomBlocked { atom, reason } => format!("  ⊘ {atom} blocked: {}", first_line(reason)),
         Event::AtomsReset { atoms } => format!("  ○ back to pending: {}", atoms.join(", ")),
         Event::AtomsRefined { atoms } => format!("  ⟳ refine: {} again, with their corrections", atoms.join(", ")),
-        Event::AttemptCancelled { atom, why: None } => format!("  ○ {atom} interrupted: back to pending"),
-        Event::AttemptCancelled { atom, why: Some(why) } => {
-            format!("  ○ {atom} interrupted ({why}): back to pending")
-        }
+        Event::AttemptCancelled { atom, why: None } => format!("  ○ {atom} interrupted"),
+        Event::AttemptCancelled { atom, why: Some(why) } => format!("  ○ {atom} interrupted ({why})"),
         Event::GgsDecided { decision } => {
             let mut text = format!(
                 "  ∇ GGS #{}  {}\n      {}",

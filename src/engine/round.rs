@@ -497,6 +497,12 @@ impl Engine<'_> {
             } else {
                 let attempt = self.state.graph.atoms.get(&atom).map_or(0, |a| a.attempts);
                 self.record_isolated(&atom, attempt, isolated)?;
+                // Interrupted by that correction: the journal says why it stopped.
+                if let Some(why) = self.interrupted.remove(&atom)
+                    && self.state.graph.atoms.contains_key(&atom)
+                {
+                    self.record(vec![Event::AttemptCancelled { atom, why: Some(why) }])?;
+                }
             }
             if self.last_save.elapsed() > Duration::from_secs(1) {
                 self.save()?;

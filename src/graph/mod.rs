@@ -1020,6 +1020,13 @@ impl Fold for WorkGraph {
                     self.attempts[v.index()] = self.attempts[v.index()].saturating_sub(1);
                 }
             }
+            Effect::Interrupted(id) => {
+                if let Some(v) = node(self, id)
+                    && self.status[v.index()] == AtomStatus::Running
+                {
+                    self.set_status(v, AtomStatus::Pending);
+                }
+            }
             Effect::Reset(id) => {
                 if let Some(v) = node(self, id) {
                     self.reset(v);

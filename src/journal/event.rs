@@ -111,7 +111,9 @@ pub enum Event {
         ended: crate::model::Ended,
     },
     /// An attempt was interrupted (stop, redirect, a lost speculative race): the
-    /// atom goes back to pending and the interrupted attempt does not count.
+    /// atom goes back to pending (unless the correction that interrupted it
+    /// already moved it on: pruned by a new choice, reset) and the
+    /// interrupted attempt does not count.
     AttemptCancelled {
         /// The atom.
         atom: AtomId,

@@ -80,6 +80,9 @@ pub enum Effect<'e> {
     Attempts(&'e AtomId, u32),
     /// An interrupted attempt does not count: the attempt count goes down by one.
     AttemptUndone(&'e AtomId),
+    /// A running atom back to pending; one a correction already moved on
+    /// (pruned by a new choice, reset, removed) stays as it is.
+    Interrupted(&'e AtomId),
     /// An atom back to pending with no attempts, no choice and no binding.
     Reset(&'e AtomId),
     /// An atom back to pending with a fresh attempt budget; its correction
@@ -187,7 +190,7 @@ pub fn effects(record: &Record) -> Vec<Effect<'_>> {
                 ended,
             },
         ],
-        Event::AttemptCancelled { atom, .. } => vec![E::AttemptUndone(atom), E::Status(atom, AtomStatus::Pending)],
+        Event::AttemptCancelled { atom, .. } => vec![E::AttemptUndone(atom), E::Interrupted(atom)],
         Event::AtomFailed {
             atom,
             class,
@@ -444,6 +447,13 @@ fn on_state(state: &mut StateFile, effect: &Effect<'_>, at: Timestamp) {
         Effect::AttemptUndone(id) => {
             if let Some(a) = state.graph.atoms.get_mut(id.as_str()) {
                 a.attempts = a.attempts.saturating_sub(1);
+            }
+        }
+        Effect::Interrupted(id) => {
+            if let Some(a) = state.graph.atoms.get_mut(id.as_str())
+                && a.status == AtomStatus::Running
+            {
+                a.status = AtomStatus::Pending;
             }
         }
         Effect::Reset(id) => {

@@ -679,3 +679,30 @@ fn a_change_interrupts_only_the_atoms_it_touches() {
     );
     assert_eq!(env.aot(&["replay", "--check"]).code, 0);
 }
+
+#[test]
+fn choosing_another_alternative_mid_attempt_journals_the_interruption_and_keeps_it_pruned() {
+    let env = TestEnv::new();
+    let atoms = "graph:\n  atoms:\n    fix: { or: [patch-a, patch-b] }\n    patch-a: { run: 'touch a.started; sleep 1000' }\n    patch-b: { run: 'touch finished' }\n";
+    env.write("aot.yaml", &aligned(atoms));
+    let runner = env.start_until("a.started");
+    let run = env.aot(&["redirect", "--choose", "fix=patch-b"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    let output = runner.wait_with_output().unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let journal = std::fs::read_to_string(env.path("aot.yaml.journal.jsonl")).unwrap();
+    assert!(
+        journal.contains(r#""type":"attempt_cancelled","atom":"patch-a","why":"#),
+        "the journal says why patch-a stopped:\n{journal}"
+    );
+    let state = document::read(&env.path("aot.yaml")).unwrap().state;
+    assert_eq!(state.graph.atoms["patch-a"].status, aot::state::AtomStatus::Pruned);
+    let log = env.aot(&["log"]).stdout;
+    assert!(log.contains("○ patch-a interrupted ("), "{log}");
+    assert_eq!(env.aot(&["replay", "--check"]).code, 0);
+}
