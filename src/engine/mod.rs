@@ -774,10 +774,7 @@ impl<'a> Engine<'a> {
         let blocked = selected_with(AtomStatus::Blocked);
         if !blocked.is_empty() {
             let reasons: Vec<String> = blocked.iter().map(|id| self.block_reason(id)).collect();
-            let message = format!(
-                "blocked: {}; fix the environment, then `aot start` again",
-                reasons.join("; ")
-            );
+            let message = format!("{}; fix the environment, then `aot start` again", reasons.join("; "));
             return self.stop(StopReason::Blocked, message, None);
         }
         let failed: Vec<String> = selected_with(AtomStatus::Failed)

@@ -21,9 +21,15 @@ pub fn headline(message: &str) -> String {
         let t = l.trim_start();
         t.starts_with("FAILED ") || t.starts_with("--- FAIL") || t.ends_with("... FAILED") || t.ends_with(" ... FAILED")
     };
+    // A Python traceback's key line is the exception after its frames.
+    let raised = rest
+        .iter()
+        .position(|l| l.trim_start().starts_with("Traceback (most recent call last)"))
+        .and_then(|i| rest[i + 1..].iter().find(|l| !l.starts_with([' ', '\t'])));
     let key = rest
         .iter()
         .find(names_test)
+        .or(raised)
         .or_else(|| rest.iter().find(|l| carries_error(l) && !is_banner(l)))
         .or_else(|| rest.iter().find(|l| carries_error(l)))
         .or(rest.last())
@@ -32,12 +38,15 @@ pub fn headline(message: &str) -> String {
     format!("{} {}", first.trim_end(), key.trim())
 }
 
-/// Whether a line is decoration around a word or two (`===== FAILURES =====`,
-/// `____ test_b ____`): mostly `=`, `-`, `_`, `*` or `#`.
+/// Whether a line is decoration around a few words (`===== FAILURES =====`,
+/// `____ test_b ____`, `!!!! stopping after 1 failures !!!!`): mostly, or
+/// framed by, `=`, `-`, `_`, `*`, `#` or `!`.
 fn is_banner(line: &str) -> bool {
     let t = line.trim();
-    let decoration = t.chars().filter(|c| matches!(c, '=' | '-' | '_' | '*' | '#')).count();
-    t.starts_with(['=', '-', '_', '*', '#']) && decoration * 2 >= t.chars().count()
+    let decorative = |c: &char| matches!(c, '=' | '-' | '_' | '*' | '#' | '!');
+    let decoration = t.chars().filter(decorative).count();
+    let framed = t.chars().take_while(decorative).count() >= 3 && t.chars().rev().take_while(decorative).count() >= 3;
+    t.starts_with(['=', '-', '_', '*', '#', '!']) && (framed || decoration * 2 >= t.chars().count())
 }
 
 /// The last `n` non-empty lines of `output`, joined by line breaks.
@@ -238,6 +247,10 @@ mod tests {
         assert_eq!(headline(cargo), "exit 101: test b ... FAILED");
         let banner_then_error = "exit 1:\n===== ERRORS =====\nImportError: no module named x";
         assert_eq!(headline(banner_then_error), "exit 1: ImportError: no module named x");
+        let traceback = "exit 1:\nTraceback (most recent call last):\n  File \"<string>\", line 1, in <module>\nIndexError: tuple index out of range\nnoise";
+        assert_eq!(headline(traceback), "exit 1: IndexError: tuple index out of range");
+        let stopping = "exit 1:\n!!!!!!!!!! stopping after 1 failures !!!!!!!!!!\nE   assert 1 == 2";
+        assert_eq!(headline(stopping), "exit 1: E   assert 1 == 2");
     }
 
     #[test]

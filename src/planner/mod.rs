@@ -21,7 +21,7 @@ use crate::engine::roles::{BoxFuture, Plan, PlanRequest, Planner};
 use crate::ggs::MacroState;
 use crate::graph::{ChoiceOrder, Recovery, WorkGraph};
 use crate::journal::event::Event;
-use crate::model::text::last_lines;
+use crate::model::text::headline;
 use crate::model::time::Timestamp;
 use crate::state::{AtomId, AtomStatus, StateFile, TrailEntry};
 use crate::steer::{Recall, Steer};
@@ -135,9 +135,9 @@ pub fn plan(request: &PlanRequest<'_>) -> Plan {
                     format!("{failure}; no OR atom above it has an alternative left")
                 } else {
                     format!(
-                        "{failure}; no alternative left under {} ({})",
-                        decision.directive.shown(),
-                        tried.join("; ")
+                        "{failure}; no alternative left ({}); GGS's decision: {}",
+                        tried.join("; "),
+                        decision.directive.shown()
                     )
                 };
                 return Plan::Exhausted {
@@ -151,11 +151,14 @@ pub fn plan(request: &PlanRequest<'_>) -> Plan {
     if let Some(evidence) = request.base_case
         && !switch_latest(&mut board, directed)
     {
-        let said = last_lines(&evidence.output_tail, 3);
+        let code = evidence.exit_code.map_or("killed".into(), |c| format!("exit {c}"));
+        let said = if evidence.output_tail.trim().is_empty() {
+            format!("{code}: no output")
+        } else {
+            headline(&format!("{code}:\n{}", evidence.output_tail))
+        };
         let message = format!(
-            "every atom is solved but the base case still fails ({}): {}; no alternative left under {}",
-            evidence.exit_code.map_or("killed".into(), |c| format!("exit {c}")),
-            if said.is_empty() { "no output" } else { &said },
+            "every atom is solved but the base case still fails ({said}); no alternative left; GGS's decision: {}",
             decision.directive.shown()
         );
         return Plan::Exhausted {

@@ -172,3 +172,33 @@ fn a_duplicate_key_is_reported_with_the_files_other_problems() {
         assert!(run.stderr.contains(needle), "`{needle}` in:\n{}", run.stderr);
     }
 }
+
+#[test]
+fn an_exhausted_stop_names_a_tracebacks_exception_and_reads_plainly() {
+    let env = TestEnv::new();
+    env.write(
+        "aot.yaml",
+        &aligned(
+            "test -f never",
+            r#"  constraints: { max_retries: 0 }
+graph:
+  atoms:
+    fix: { or: [a, b] }
+    a: { run: "printf 'one\nTraceback (most recent call last):\n  File x, line 1\nIndexError: tuple index out of range\n'; exit 1" }
+    b: { run: "printf 'Traceback (most recent call last):\n  File x, line 1\nModuleNotFoundError: No module named nope\nnoise\n'; exit 1" }
+"#,
+        ),
+    );
+    let run = env.aot(&["start"]);
+    assert_eq!(run.code, 5, "{}", run.transcript());
+    let state = aot::state::document::read(&env.path("aot.yaml")).unwrap().state;
+    let message = state.run.stop.unwrap().message;
+    assert!(
+        message.contains("ModuleNotFoundError: No module named nope"),
+        "{message}"
+    );
+    assert!(!message.contains("Traceback"), "{message}");
+    assert!(message.contains("no alternative left ("), "{message}");
+    assert!(message.contains("; GGS's decision: "), "{message}");
+    assert!(!message.contains(" under "), "{message}");
+}
