@@ -368,13 +368,12 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
             .unwrap_or(Path::new("."));
         let mut shown = std::collections::HashSet::new();
         for record in &contents.records {
-            conversation(&mut out, record, ctx, folder, &mut shown)
-                .map_err(|e| CliError::new(format!("cannot write: {e}")))?;
+            conversation(&mut out, record, ctx, folder, &mut shown).map_err(CliError::writing)?;
         }
         return Ok(EXIT_OK);
     }
     for record in &contents.records {
-        print(&mut out, record, ctx, args.ggs).map_err(|e| CliError::new(format!("cannot write: {e}")))?;
+        print(&mut out, record, ctx, args.ggs).map_err(CliError::writing)?;
     }
     // A run that already ended, with no runner on the file, has nothing to follow.
     let ended = contents
@@ -426,7 +425,7 @@ fn follow(ctx: &Context, path: &Path, mut offset: u64, mut printed: u64, ggs_onl
                 Ok(record) => {
                     printed = printed.max(record.seq);
                     stopped |= matches!(record.event, Event::RunStopped { .. } | Event::RunPaused {});
-                    print(&mut out, &record, ctx, ggs_only).map_err(|e| CliError::new(format!("cannot write: {e}")))?;
+                    print(&mut out, &record, ctx, ggs_only).map_err(CliError::writing)?;
                 }
                 Err(e) => warn(&format!("{}: a record could not be read: {e}", path.display())),
             }

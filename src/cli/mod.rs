@@ -1,8 +1,9 @@
 //! The CLI layer: clap arguments, one module per subcommand, and one error type
 //! whose kind decides the exit code.
 
-/// Prints to standard output; a failed write (a closed pipe, a full disk)
-/// returns from the calling command with an error (exit 1), never a panic.
+/// Prints to standard output; a failed write (a full disk) returns from the
+/// calling command with an error (exit 1), never a panic; a reader that
+/// closed the pipe (`aot log | head`) ends the command quietly.
 macro_rules! out {
     ($($arg:tt)*) => {
         $crate::cli::write_stdout(format_args!($($arg)*))?
@@ -116,7 +117,7 @@ enum Command {
     Status(status::Args),
     /// Rebuild the state file from its journal, or check that they agree
     Replay(replay::Args),
-    /// Export the work graph as Graphviz DOT or Mermaid, statuses as colours
+    /// Export the work graph as Graphviz DOT, Mermaid or SVG, statuses as colours
     Graph(graph::Args),
     /// Report what the journal shows: convergence failures, thrashing, broken rules, damage, spend without progress
     Audit(audit::Args),
@@ -178,7 +179,7 @@ pub fn write_stdout(args: std::fmt::Arguments<'_>) -> Result<(), CliError> {
     let mut out = std::io::stdout().lock();
     out.write_fmt(args)
         .and_then(|()| out.flush())
-        .map_err(|e| CliError::new(format!("cannot write to standard output: {e}")))
+        .map_err(CliError::writing)
 }
 
 /// A failed command: printed once, then the process exits with `code`.
@@ -209,6 +210,16 @@ impl CliError {
     pub fn hint(mut self, hint: impl Into<String>) -> Self {
         self.hints.push(hint.into());
         self
+    }
+
+    /// Returns the error of a failed write to standard output: none to
+    /// print, exit 0, when the reader closed the pipe (`aot log | head`).
+    pub fn writing(error: std::io::Error) -> Self {
+        if error.kind() == std::io::ErrorKind::BrokenPipe {
+            Self::rendered(String::new(), EXIT_OK)
+        } else {
+            Self::new(format!("cannot write to standard output: {error}"))
+        }
     }
 
     /// Returns an error whose message is already rendered.

@@ -35,7 +35,7 @@ pub struct Args {
     /// Re-run an atom — solved, failed, blocked or pruned — and the work that depends on it (an OR atom re-runs its choice)
     #[arg(long, value_name = "ID")]
     reset: Vec<String>,
-    /// Set a constraint, KEY=VALUE: max_iterations, max_parallel_agents, max_retries, max_replans, time_budget, verify, isolation, commit (these two from the next start)
+    /// Set a constraint, KEY=VALUE: max_iterations, max_parallel_agents, max_retries, max_replans, time_budget, max_tokens, max_cost, verify, isolation, commit (these two from the next start)
     #[arg(long, value_name = "KEY=VALUE")]
     set: Vec<String>,
     /// Overwrite a binding, ID=SUMMARY (its dependents are reset)

@@ -31,8 +31,9 @@ fn kind(atom: &Atom) -> &'static str {
 /// renderings show under the status.
 fn summary(state: &StateFile, id: &str, atom: &Atom) -> Option<String> {
     let binding = state.bindings.get(id).filter(|_| atom.status == AtomStatus::Solved)?;
-    let summary: String = binding.summary.chars().take(40).collect();
-    Some(summary)
+    let summary: String = binding.summary.trim().chars().take(40).collect();
+    // An empty summary gets no arrow to nothing.
+    (!summary.is_empty()).then_some(summary)
 }
 
 /// Mermaid label text: quotes and angle brackets as entity codes, so a

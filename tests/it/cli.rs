@@ -247,6 +247,17 @@ fn graph_export_shows_progress_and_the_chosen_alternative() {
                         changes: None,
                     },
                 },
+                Event::AtomSolved {
+                    atom: "from-default".into(),
+                    binding: Binding {
+                        summary: String::new(),
+                        output_tail: String::new(),
+                        artifacts: Vec::new(),
+                        at: Timestamp::from_millis(0),
+                        attempt: 1,
+                        changes: None,
+                    },
+                },
             ],
         )
         .unwrap();
@@ -267,6 +278,11 @@ fn graph_export_shows_progress_and_the_chosen_alternative() {
         mermaid.contains("n0[\"setup<br/>run · solved<br/>→ out/ #quot;ready#quot;\"]:::solved"),
         "the binding's summary, quotes as entities: {mermaid}"
     );
+    assert!(
+        mermaid.contains("[\"from-default<br/>run · solved\"]"),
+        "no arrow to an empty summary: {mermaid}"
+    );
+    assert!(!dot.contains("→ \""), "{dot}");
 }
 
 #[test]
@@ -282,4 +298,35 @@ fn commands_in_a_folder_without_a_state_file_leave_nothing_behind() {
             .collect();
         assert!(left.is_empty(), "{command} left {left:?}");
     }
+}
+
+#[test]
+fn a_reader_that_closes_the_pipe_ends_log_quietly() {
+    let env = TestEnv::new();
+    let atoms: String = (0..400).map(|i| format!("    a{i}: {{ run: 'true' }}\n")).collect();
+    env.write(
+        "aot.yaml",
+        &format!(
+            "version: 2\nobjective:\n  goal: g\n  background_intent: b\n  deliverables: d\n  definition_of_done: x\n  base_case: {{ command: 'false' }}\n  constraints: {{ verify: when_solved }}\ngraph:\n  atoms:\n{atoms}"
+        ),
+    );
+    env.aot(&["start"]);
+    let mut child = crate::common::aot_command(env.dir.path())
+        .args(["--json", "log"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    std::io::BufRead::read_line(&mut stdout, &mut first).unwrap();
+    assert!(first.starts_with("{\"v\":"), "{first}");
+    drop(stdout);
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        "",
+        "nothing to say about a closed pipe"
+    );
 }
