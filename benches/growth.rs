@@ -65,6 +65,7 @@ fn main() {
             replans: round - 1,
             max_replans: 1_000_000,
             spent: 0.0,
+            carried: None,
         };
         let decision = ggs::decide(&request, &state.run.ggs, &config);
         let events = vec![

@@ -297,6 +297,11 @@ impl Engine<'_> {
             }
         }
         outcomes.extend(base_case.map(|e| self.base_case_outcome(e)));
+        // Nothing finished and no base case: a start facing failures its last
+        // run left. Nothing new was observed, so the loss is the last one's.
+        let carried = (finished.is_empty() && base_case.is_none())
+            .then(|| self.state.run.ggs.last.as_ref().map(|l| (l.loss.d, l.loss.p)))
+            .flatten();
         let constraints = &self.state.objective.constraints;
         ReplanRequest {
             outcomes,
@@ -305,6 +310,7 @@ impl Engine<'_> {
             replans: self.state.run.replans,
             max_replans: constraints.max_replans(),
             spent: self.state.spent_share(),
+            carried,
         }
     }
 

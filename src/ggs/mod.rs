@@ -241,6 +241,12 @@ pub struct ReplanRequest {
     /// The share of the LLM budget spent, in [0, 1] (0 without a budget).
     #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub spent: f64,
+    /// D and P as the last decision measured them, for a decision made again
+    /// with nothing new observed (a restart facing failures a stopped run
+    /// left): the outcomes then hold only the failures, and measuring them
+    /// afresh would read as the loss rising.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carried: Option<(f64, f64)>,
 }
 
 fn is_zero_f64(x: &f64) -> bool {
@@ -548,7 +554,7 @@ pub fn loss(d: f64, p: f64, omega: f64, c: &GgsConfig) -> Loss {
 
 /// Decides what to do after a failed round.
 pub fn decide(request: &ReplanRequest, state: &GgsState, c: &GgsConfig) -> Decision {
-    let (d, p) = (distance(request), process(request));
+    let (d, p) = request.carried.unwrap_or_else(|| (distance(request), process(request)));
     let omega = omega(
         request.replans,
         request.max_replans,
@@ -1219,6 +1225,7 @@ mod tests {
             replans,
             max_replans: 3,
             spent: 0.0,
+            carried: None,
         }
     }
 

@@ -44,6 +44,7 @@ pub fn sample_decision() -> Decision {
         replans: 0,
         max_replans: 3,
         spent: 0.0,
+        carried: None,
     };
     ggs::decide(&request, &GgsState::default(), &GgsConfig::default())
 }
@@ -111,16 +112,17 @@ fn request() -> impl Strategy<Value = ReplanRequest> {
         0..2_000_000u64,
         0..1_000_000u64,
         0..12u32,
-        (0..6u32, unit()),
+        (0..6u32, unit(), prop::option::of((unit(), unit()))),
     )
         .prop_map(
-            |(outcomes, elapsed_ms, time_budget_ms, replans, (max_replans, spent))| ReplanRequest {
+            |(outcomes, elapsed_ms, time_budget_ms, replans, (max_replans, spent, carried))| ReplanRequest {
                 outcomes,
                 elapsed_ms,
                 time_budget_ms,
                 replans,
                 max_replans,
                 spent,
+                carried,
             },
         )
 }
@@ -701,4 +703,27 @@ fn after_an_abandon_a_new_start_takes_up_the_unrecovered_failure() {
     );
     assert_eq!(history[3].directive, MacroState::BreakSymmetry);
     assert!(started(&env, "four"));
+}
+
+#[test]
+fn a_start_facing_the_last_runs_failures_decides_on_the_loss_it_left() {
+    let env = TestEnv::new();
+    // `good` and `bad` finish in one round: D = 0.5. `bad` has no way left.
+    let atoms = "    top: { run: 'true', deps: [good, bad] }\n    good: { run: 'true' }\n    bad: { run: 'false' }\n";
+    env.write("aot.yaml", &aligned("test -f done", "{ max_retries: 0 }", atoms));
+    assert_eq!(start(&env).code, 5, "exhausted");
+    let first = decisions(&env);
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].loss.d, 0.5);
+    // Started again as it is: `bad` is still failed, so GGS decides again
+    // before anything runs, on nothing new.
+    for round in 2..=3 {
+        assert_eq!(start(&env).code, 5, "exhausted again");
+        let history = decisions(&env);
+        assert_eq!(history.len(), round, "{}", lines(&env));
+        let last = &history[round - 1];
+        assert_eq!(last.loss.d, 0.5, "nothing new was observed: {}", lines(&env));
+        assert_eq!(last.worsening, 0, "a restart is no worsening: {}", lines(&env));
+        assert!(!last.law2, "{}", lines(&env));
+    }
 }
