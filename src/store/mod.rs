@@ -305,6 +305,10 @@ struct Base {
     /// The user's part of the file as last read or written (YAML), kept byte
     /// for byte by the next save while the state's user part is unchanged.
     user_text: Option<document::UserText>,
+    /// The file as read when its user part could not be kept as written (a
+    /// version-1 file with the engine's fields among the user's): saved
+    /// aside before the first save renders it afresh.
+    unkept: Option<String>,
 }
 
 /// How a compaction went.
@@ -450,6 +454,7 @@ impl Store {
             state: state.clone(),
             header: header.to_string(),
             user_text: None,
+            unkept: None,
         });
         let snapshot = Event::snapshot(&state);
         self.append_and_apply(&mut state, std::iter::once(snapshot).chain(then).collect())?;
@@ -814,6 +819,15 @@ impl Store {
     /// flow style, blank lines, quoting), or when an edit in place rewrote a
     /// comment: no one's words are lost unseen.
     fn keep_restyled(&mut self, new: &Option<document::UserText>) -> Result<(), StoreError> {
+        if let Some(text) = self.base.as_mut().and_then(|b| b.unkept.take()) {
+            let aside = self
+                .paths
+                .before(self.base.as_ref().map_or(0, |b| b.state.run.revision), self.format);
+            std::fs::create_dir_all(&self.paths.aot_dir).map_err(io_error(&self.paths.aot_dir))?;
+            std::fs::write(&aside, &text).map_err(io_error(&aside))?;
+            self.restyled = Some(aside);
+            return Ok(());
+        }
         let Some(base) = &self.base else {
             return Ok(());
         };
@@ -832,6 +846,17 @@ impl Store {
         std::fs::write(&aside, &old.text).map_err(io_error(&aside))?;
         self.restyled = Some(aside);
         Ok(())
+    }
+
+    /// The text of a YAML file whose user part cannot be kept as written,
+    /// unless writing it afresh would give the same text.
+    fn unkept(&self, doc: &document::Document) -> Option<String> {
+        if self.format != Format::Yaml || doc.user_text.is_some() {
+            return None;
+        }
+        let text = std::fs::read_to_string(&self.paths.state).ok()?;
+        let fresh = document::to_text(&doc.state, Format::Yaml, &doc.header).ok();
+        (fresh.as_deref() != Some(text.as_str())).then_some(text)
     }
 
     /// Returns where the user's part was kept when the last saves wrote it
@@ -914,6 +939,7 @@ impl Store {
             state: state.clone(),
             header,
             user_text,
+            unkept: None,
         });
         Ok(())
     }
@@ -970,11 +996,13 @@ impl Store {
                 for record in &behind {
                     journal::apply(&mut state, record);
                 }
+                let unkept = self.unkept(&doc);
                 self.base = Some(Base {
                     hash: doc.hash,
                     state: doc.state.clone(),
                     header: doc.header,
                     user_text: doc.user_text,
+                    unkept,
                 });
                 self.unsaved.retain(|r| r.seq > doc.state.run.revision);
                 if !behind.is_empty() {
@@ -1003,6 +1031,7 @@ impl Store {
             state: doc.state.clone(),
             header: doc.header.clone(),
             user_text: doc.user_text.clone(),
+            unkept: self.unkept(&doc),
         });
         self.unsaved.clear();
         self.disk_hash = Some(doc.hash);

