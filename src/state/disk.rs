@@ -214,6 +214,80 @@ impl UserPart {
     }
 }
 
+impl UserPart {
+    /// Returns `state` saying what this user part says: its objective,
+    /// workers, models and atom definitions, each atom keeping the progress
+    /// `state` has for it (a new atom is pending).
+    pub fn applied_to(&self, state: &StateFile) -> StateFile {
+        let mut out = state.clone();
+        out.version = self.version;
+        out.objective = self.objective.clone();
+        out.workers = self.workers.clone();
+        out.llm = self.llm.clone();
+        out.graph.atoms = self
+            .graph
+            .atoms
+            .iter()
+            .map(|(id, definition)| {
+                let mut atom = definition.definition();
+                if let Some(progress) = state.graph.atoms.get(id) {
+                    atom.status = progress.status;
+                    atom.attempts = progress.attempts;
+                    atom.chosen = progress.chosen.clone();
+                }
+                (id.clone(), atom)
+            })
+            .collect();
+        out
+    }
+
+    /// The three-way merge of two edits of `base`: `ours` (the engine's: a
+    /// redirect) and `theirs` (the user's hand edit, from an older buffer).
+    /// What only one side changed is taken from it; where both changed the
+    /// same value differently the user's edit wins. `None` when the merge
+    /// does not read as a user part.
+    pub fn merged(base: &UserPart, ours: &UserPart, theirs: &UserPart) -> Option<UserPart> {
+        let value = |part: &UserPart| serde_json::to_value(part).ok();
+        let merged = merge3(&value(base)?, &value(ours)?, &value(theirs)?);
+        serde_json::from_value(merged).ok()
+    }
+}
+
+/// Merges JSON values key by key: `theirs` in its order, then what only
+/// `ours` added.
+fn merge3(base: &serde_json::Value, ours: &serde_json::Value, theirs: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    if theirs == base {
+        return ours.clone();
+    }
+    if ours == base || ours == theirs {
+        return theirs.clone();
+    }
+    let (Value::Object(b), Value::Object(o), Value::Object(t)) = (base, ours, theirs) else {
+        return theirs.clone();
+    };
+    let mut out = serde_json::Map::new();
+    for (key, their) in t {
+        match (b.get(key), o.get(key)) {
+            (Some(was), Some(our)) => {
+                out.insert(key.clone(), merge3(was, our, their));
+            }
+            // We removed it; they left it alone: removed.
+            (Some(was), None) if was == their => {}
+            _ => {
+                out.insert(key.clone(), their.clone());
+            }
+        }
+    }
+    for (key, our) in o.iter().filter(|(k, _)| !t.contains_key(*k)) {
+        // Added by us: kept. Removed by them: removed, whatever we did to it.
+        if !b.contains_key(key) {
+            out.insert(key.clone(), our.clone());
+        }
+    }
+    Value::Object(out)
+}
+
 /// The engine's part of a state, borrowed for writing.
 #[derive(Serialize)]
 pub struct EnginePartOf<'a> {

@@ -222,6 +222,26 @@ impl RunnerLock {
     }
 }
 
+/// A hand edit saved from an editor buffer older than a change of the
+/// user's part (a redirect that added an atom, set a constraint): the edit
+/// is merged with that change — what only one side changed is kept, the
+/// user's edit winning where both changed the same value — so a stale buffer
+/// does not undo it. Returns what the edit is judged against (the current
+/// user part, the buffer's engine part) and the edit as merged.
+fn rebased(before: StateFile, edited: &StateFile, current: &StateFile) -> (StateFile, StateFile) {
+    use crate::state::disk::{UserPart, split};
+    let (base, _) = split(before.clone());
+    if base.says_same_as(current) {
+        return (before, edited.clone());
+    }
+    let (ours, _) = split(current.clone());
+    let (theirs, _) = split(edited.clone());
+    match UserPart::merged(&base, &ours, &theirs) {
+        Some(merged) => (ours.applied_to(&before), merged.applied_to(edited)),
+        None => (before, edited.clone()),
+    }
+}
+
 /// Makes aot's folder beside the state file (a real folder, never a link).
 /// A new one gets a `.gitignore` of `*`: locks, memory and logs are aot's,
 /// not the project's, and stay out of `git status`.
@@ -522,7 +542,8 @@ impl Store {
                 if let Some(expected) = self.expected_before(&doc.state, base_revision)?
                     && doc.state != expected
                 {
-                    match crate::correct::from_edit(&expected, &doc.state, self.clock.now()) {
+                    let (expected, edited) = rebased(expected, &doc.state, state.state());
+                    match crate::correct::from_edit(&expected, &edited, self.clock.now()) {
                         Ok(edit) => {
                             events.splice(0..0, edit);
                             outcome = Committed::Merged;
@@ -632,11 +653,14 @@ impl Store {
                 after,
                 hash,
                 text,
-            } => (
-                hash,
-                crate::correct::from_edit(&before, &after.state, self.clock.now()).map_err(|r| r.to_string()),
-                text,
-            ),
+            } => {
+                let (before, edited) = rebased(*before, &after.state, state.state());
+                (
+                    hash,
+                    crate::correct::from_edit(&before, &edited, self.clock.now()).map_err(|r| r.to_string()),
+                    text,
+                )
+            }
         };
         let now = std::fs::read(&self.paths.state)
             .map(|b| document::content_hash(&b))
@@ -1060,7 +1084,13 @@ impl Store {
             });
         }
         let folded = if revision == 0 {
-            None
+            // A file aot never saved (hand-written, or an editor's buffer
+            // from before the first save) beside a journal: an edit of the
+            // file the journal started from, not a new start.
+            contents.records.iter().rev().find_map(|r| match &r.event {
+                Event::Snapshot { state } if state.run.revision == 0 => Some((**state).clone()),
+                _ => None,
+            })
         } else {
             journal::fold(contents.records.iter().take_while(|r| r.seq <= revision))
         };
@@ -1077,13 +1107,18 @@ impl Store {
                     notices.push(Notice::Recovered { records: missed.len() });
                     changed = true;
                 }
+                // The journal's view without the file's edit: what a stale
+                // edit is merged with.
+                let mut latest = expected.clone();
                 for record in missed {
                     journal::apply(&mut state, record);
+                    journal::apply(&mut latest, record);
                 }
                 if doc.state != expected {
                     let engine_edits = doc.state.engine_differences(&expected);
+                    let (expected, edited) = rebased(expected, &doc.state, &latest);
                     // A hand edit is recorded like a redirect: corrections with their trail rules.
-                    if let Ok(edit) = crate::correct::from_edit(&expected, &doc.state, self.clock.now()) {
+                    if let Ok(edit) = crate::correct::from_edit(&expected, &edited, self.clock.now()) {
                         events.extend(edit);
                         notices.push(Notice::MergedEdit);
                     } else {

@@ -706,3 +706,48 @@ fn choosing_another_alternative_mid_attempt_journals_the_interruption_and_keeps_
     assert!(log.contains("○ patch-a interrupted ("), "{log}");
     assert_eq!(env.aot(&["replay", "--check"]).code, 0);
 }
+
+#[test]
+fn an_edit_saved_from_a_buffer_older_than_a_redirect_keeps_the_redirects_change() {
+    let env = TestEnv::new();
+    let atoms = "graph:\n  atoms:\n    # the long one\n    long: { run: 'if [ -f go ]; then touch finished; else touch started-$AOT_ATTEMPT; sleep 1000; fi' }\n";
+    env.write("aot.yaml", &aligned(atoms).replace("goal: test", "goal: test   # mine"));
+    // The "editor" loads the file; the loop runs; a redirect adds an atom.
+    let stale = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
+    let runner = env.start_until("started-1");
+    let run = env.aot(&["redirect", "--add-atom", "extra=touch extra.done"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    env.wait_until("the redirect's atom ran", || env.path("extra.done").exists());
+    // ...then the editor saves its old buffer with one change of the goal.
+    std::fs::write(
+        env.path("aot.yaml"),
+        stale.replace("goal: test", "goal: from a stale buffer"),
+    )
+    .unwrap();
+    env.wait_until("the edit is taken in", || {
+        document::read(&env.path("aot.yaml"))
+            .is_ok_and(|d| d.state.objective.goal.as_deref() == Some("from a stale buffer"))
+    });
+    env.write("go", "");
+    let run = env.aot(&["redirect", "--reset", "long"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    assert_eq!(runner.wait_with_output().unwrap().status.code(), Some(0));
+    let state = document::read(&env.path("aot.yaml")).unwrap().state;
+    assert_eq!(
+        state.objective.goal.as_deref(),
+        Some("from a stale buffer"),
+        "the user's change"
+    );
+    assert!(
+        state.graph.atoms.contains_key("extra"),
+        "the redirect's atom stays: {}",
+        std::fs::read_to_string(env.path("aot.yaml.journal.jsonl")).unwrap()
+    );
+    let text = std::fs::read_to_string(env.path("aot.yaml")).unwrap();
+    assert!(text.contains("goal: from a stale buffer   # mine\n"), "{text}");
+    assert!(
+        text.contains("    # the long one\n"),
+        "the buffer's words are kept: {text}"
+    );
+    assert!(text.contains("    extra:\n      run: touch extra.done\n"), "{text}");
+}
