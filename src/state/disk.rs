@@ -363,3 +363,88 @@ pub fn split(state: StateFile) -> (UserPart, EnginePart) {
         },
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(goal: &str, atoms: &[(&str, &str)]) -> UserPart {
+        let mut state = StateFile::new(
+            Objective {
+                goal: Some(goal.into()),
+                ..Objective::default()
+            },
+            atoms
+                .iter()
+                .map(|(id, run)| ((*id).into(), Atom::command(*run)))
+                .collect(),
+        );
+        state.version = crate::state::FORMAT_VERSION;
+        split(state).0
+    }
+
+    fn ids(part: &UserPart) -> Vec<&str> {
+        part.graph.atoms.keys().map(|k| k.as_str()).collect()
+    }
+
+    #[test]
+    fn a_merge_keeps_what_each_side_changed_alone() {
+        let base = part("g", &[("a", "true")]);
+        let ours = part("g", &[("a", "true"), ("extra", "echo")]);
+        let theirs = part("mine", &[("a", "true")]);
+        let merged = UserPart::merged(&base, &ours, &theirs).unwrap();
+        assert_eq!(merged.objective.goal.as_deref(), Some("mine"));
+        assert_eq!(ids(&merged), ["a", "extra"]);
+    }
+
+    #[test]
+    fn where_both_changed_a_value_the_users_edit_wins() {
+        let base = part("g", &[("a", "true")]);
+        let ours = part("ours", &[("a", "false")]);
+        let theirs = part("theirs", &[("a", "true")]);
+        let merged = UserPart::merged(&base, &ours, &theirs).unwrap();
+        assert_eq!(merged.objective.goal.as_deref(), Some("theirs"));
+        assert_eq!(
+            merged.graph.atoms["a"].run.as_deref(),
+            Some("false"),
+            "only ours changed a's run"
+        );
+    }
+
+    #[test]
+    fn a_removal_on_either_side_stays_removed() {
+        let base = part("g", &[("a", "true"), ("b", "true")]);
+        let ours = part("g", &[("a", "true")]);
+        let theirs = part("mine", &[("a", "true"), ("b", "true")]);
+        assert_eq!(ids(&UserPart::merged(&base, &ours, &theirs).unwrap()), ["a"]);
+        let ours = part("g", &[("a", "true"), ("b", "changed")]);
+        let theirs = part("g", &[("a", "true")]);
+        assert_eq!(ids(&UserPart::merged(&base, &ours, &theirs).unwrap()), ["a"]);
+    }
+
+    #[test]
+    fn the_users_order_comes_first_then_what_only_ours_added() {
+        let base = part("g", &[("a", "true"), ("b", "true")]);
+        let ours = part("g", &[("a", "true"), ("b", "true"), ("x", "true")]);
+        let theirs = part("g", &[("b", "true"), ("a", "true"), ("y", "true")]);
+        assert_eq!(
+            ids(&UserPart::merged(&base, &ours, &theirs).unwrap()),
+            ["b", "a", "y", "x"]
+        );
+    }
+
+    #[test]
+    fn applied_to_keeps_each_atoms_progress_and_starts_new_ones_pending() {
+        let mut state = StateFile::new(
+            Objective::default(),
+            [("a".into(), Atom::command("true"))].into_iter().collect(),
+        );
+        state.graph.atoms["a"].status = AtomStatus::Solved;
+        state.graph.atoms["a"].attempts = 2;
+        let applied = part("g", &[("a", "true"), ("n", "true")]).applied_to(&state);
+        assert_eq!(applied.graph.atoms["a"].status, AtomStatus::Solved);
+        assert_eq!(applied.graph.atoms["a"].attempts, 2);
+        assert_eq!(applied.graph.atoms["n"].status, AtomStatus::Pending);
+        assert_eq!(applied.objective.goal.as_deref(), Some("g"));
+    }
+}
