@@ -31,6 +31,7 @@ pub fn describe(record: &Record, verbose: bool) -> Option<String> {
     Some(match &record.event {
         Event::RunStarted { pid, yes } => format!("aot: run started (pid {pid}{})", if *yes { ", --yes" } else { "" }),
         Event::IterationStarted { iteration } => format!("── iteration {iteration}"),
+        Event::AtomSolved { atom, binding } if binding.summary.trim().is_empty() => format!("  ✓ {atom}"),
         Event::AtomSolved { atom, binding } => format!("  ✓ {atom}  {}", binding.summary),
         Event::AttemptFailed {
             atom,
