@@ -10,7 +10,9 @@
 //! `git reset --hard`, `git clean` (unless a dry run), `git push --force`
 //! (or a `+refspec`), `dd`, `mkfs*`, `truncate`, `chmod -R`/`chown -R`/`chgrp -R`
 //! reaching outside the workspace, and output redirection (`>`, `>|`, `&>`,
-//! `tee` without `-a`) over a file that exists. A command that cannot be read
+//! `tee` without `-a`) over a file that exists, and inline interpreter code
+//! (`python3 -c`, `perl -e`, `ruby -e`, `node -e`, `php -r`, or code on a
+//! here-document) that calls what deletes files or runs commands. A command that cannot be read
 //! as shell, or whose program is only known when it runs (`$CMD`), is
 //! treated as destructive: the classifier never guesses in a model's favour.
 //!
@@ -493,7 +495,40 @@ impl Walker<'_, '_> {
                 let skip = xargs_start(rest);
                 self.argv(&rest[skip.min(rest.len())..], heredocs, depth);
             }
+            n if let Some(language) = Interpreter::of(n) => {
+                // Code given inline (`python3 -c`, `perl -e`, `node -e`) or
+                // on a here-document is read for the calls that delete files
+                // or run commands; a script file is not read.
+                let mut codes: Vec<&Arg> = Vec::new();
+                for (i, word) in words.iter().enumerate() {
+                    if language.inline_flags().contains(word)
+                        && let Some(code) = rest.get(i + 1)
+                    {
+                        codes.push(code);
+                    }
+                }
+                for code in codes {
+                    if code.dynamic {
+                        self.gate(shown(), "runs code known only when it runs");
+                    } else {
+                        self.inline_code(&shown(), language, &code.text);
+                    }
+                }
+                for doc in heredocs {
+                    self.inline_code(&shown(), language, doc);
+                }
+            }
             _ => {}
+        }
+    }
+
+    /// Gates inline code that calls what deletes files or runs commands.
+    fn inline_code(&mut self, shown: &str, language: Interpreter, code: &str) {
+        if let Some((call, why)) = language.destructive().iter().find(|(call, _)| code.contains(call)) {
+            self.gate(
+                cut_for_show(shown),
+                format!("its inline code calls `{call}`, which {why}"),
+            );
         }
     }
 
@@ -595,6 +630,128 @@ impl Walker<'_, '_> {
                 self.gate(shown, "a forced push rewrites the remote's history")
             }
             _ => {}
+        }
+    }
+}
+
+/// A language whose interpreter takes code on its command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Interpreter {
+    Python,
+    Perl,
+    Ruby,
+    Node,
+    Php,
+}
+
+impl Interpreter {
+    fn of(program: &str) -> Option<Self> {
+        let version = |rest: &str| rest.chars().all(|c| c.is_ascii_digit() || c == '.');
+        Some(match program {
+            p if p.strip_prefix("python").is_some_and(version) => Self::Python,
+            p if p.strip_prefix("perl").is_some_and(version) => Self::Perl,
+            p if p.strip_prefix("ruby").is_some_and(version) => Self::Ruby,
+            "node" | "nodejs" | "deno" | "bun" => Self::Node,
+            p if p.strip_prefix("php").is_some_and(version) => Self::Php,
+            _ => return None,
+        })
+    }
+
+    /// The options whose value is code.
+    fn inline_flags(self) -> &'static [&'static str] {
+        match self {
+            Self::Python => &["-c"],
+            Self::Perl => &["-e", "-E"],
+            Self::Ruby => &["-e"],
+            Self::Node => &["-e", "--eval", "-p", "--print"],
+            Self::Php => &["-r"],
+        }
+    }
+
+    /// Calls that delete files or run commands the classifier cannot read.
+    fn destructive(self) -> &'static [(&'static str, &'static str)] {
+        const DELETES: &str = "deletes files";
+        const RUNS: &str = "runs commands not read here";
+        match self {
+            Self::Python => &[
+                ("rmtree", DELETES),
+                ("os.remove", DELETES),
+                ("os.unlink", DELETES),
+                ("os.rmdir", DELETES),
+                ("removedirs", DELETES),
+                (".unlink(", DELETES),
+                (".rmdir(", DELETES),
+                ("truncate(", DELETES),
+                ("os.system", RUNS),
+                ("subprocess", RUNS),
+                ("os.popen", RUNS),
+                ("os.exec", RUNS),
+                ("pty.spawn", RUNS),
+                ("exec(", RUNS),
+                ("eval(", RUNS),
+                ("__import__", RUNS),
+            ],
+            Self::Perl => &[
+                ("unlink", DELETES),
+                ("rmtree", DELETES),
+                ("remove_tree", DELETES),
+                ("rmdir", DELETES),
+                ("truncate", DELETES),
+                ("system", RUNS),
+                ("exec", RUNS),
+                ("qx", RUNS),
+                ("`", RUNS),
+                ("open(", RUNS),
+                ("eval", RUNS),
+            ],
+            Self::Ruby => &[
+                ("rm_rf", DELETES),
+                ("rm_r", DELETES),
+                ("FileUtils.rm", DELETES),
+                ("File.delete", DELETES),
+                ("File.unlink", DELETES),
+                ("Dir.rmdir", DELETES),
+                ("Dir.delete", DELETES),
+                ("truncate", DELETES),
+                ("system", RUNS),
+                ("exec", RUNS),
+                ("spawn", RUNS),
+                ("%x", RUNS),
+                ("`", RUNS),
+                ("Open3", RUNS),
+                ("IO.popen", RUNS),
+                ("eval", RUNS),
+            ],
+            Self::Node => &[
+                ("unlink", DELETES),
+                ("rmSync", DELETES),
+                ("rmdir", DELETES),
+                (".rm(", DELETES),
+                ("truncate", DELETES),
+                ("child_process", RUNS),
+                ("execSync", RUNS),
+                ("spawn", RUNS),
+                ("Deno.remove", DELETES),
+                ("Deno.run", RUNS),
+                ("Deno.Command", RUNS),
+                ("Bun.spawn", RUNS),
+                ("Bun.$", RUNS),
+                ("eval(", RUNS),
+                ("Function(", RUNS),
+                ("require(", RUNS),
+                ("import(", RUNS),
+            ],
+            Self::Php => &[
+                ("unlink", DELETES),
+                ("rmdir", DELETES),
+                ("ftruncate", DELETES),
+                ("system", RUNS),
+                ("exec", RUNS),
+                ("passthru", RUNS),
+                ("popen", RUNS),
+                ("`", RUNS),
+                ("eval", RUNS),
+            ],
         }
     }
 }

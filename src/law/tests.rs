@@ -252,3 +252,42 @@ fn programs_run_under_other_names_are_gated() {
         assert!(!destructive(command), "{command}");
     }
 }
+
+#[test]
+fn inline_interpreter_code_that_deletes_or_runs_commands_is_destructive() {
+    for command in [
+        "python3 -c 'import shutil; shutil.rmtree(\"/home\")'",
+        "python -c \"import os; os.remove('a')\"",
+        "python3.12 -c 'import pathlib; pathlib.Path(\"x\").unlink()'",
+        "python3 -c 'import subprocess; subprocess.run([\"rm\", \"-rf\", \"/\"])'",
+        "python3 -c '__import__(\"os\").system(\"rm -rf ~\")'",
+        "perl -e 'unlink glob \"*\"'",
+        "perl -E 'system(\"rm -rf /\")'",
+        "ruby -e 'require \"fileutils\"; FileUtils.rm_rf(\"/\")'",
+        "node -e 'require(\"fs\").rmSync(\"/\", {recursive: true})'",
+        "node --eval 'require(\"child_process\").execSync(\"rm -rf /\")'",
+        "php -r 'unlink(\"a\");'",
+        "timeout 5 python3 -c 'import os; os.system(\"x\")'",
+        "python3 - <<'EOF'\nimport shutil\nshutil.rmtree('/')\nEOF",
+        "python3 -c \"$CODE\"",
+    ] {
+        assert!(destructive(command), "{command}");
+    }
+}
+
+#[test]
+fn inline_interpreter_code_that_only_reads_or_prints_is_not() {
+    for command in [
+        "python3 -c 'print(1 + 1)'",
+        "python3 -c 'import json,sys; print(json.load(sys.stdin)[\"name\"])'",
+        "python3 script.py",
+        "python3 -m pytest -q",
+        "perl -pe 's/a/b/' file.txt",
+        "ruby -e 'puts 42'",
+        "node -e 'console.log(1)'",
+        "php -r 'echo 1;'",
+        "pythonic --version",
+    ] {
+        assert!(!destructive(command), "{command}: {:?}", gates(command));
+    }
+}
