@@ -482,6 +482,9 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
                 }
             }
         });
+        // Files changed after the killed run died are someone's since, unless
+        // it left workers running: then they may be its attempt's too.
+        let last_alive = last_alive.filter(|_| orphans == 0);
         roles.workspace = workspace(&ctx.state, &state, &options, last_alive).await;
         // The heartbeat: after a kill, the next start tells this run's
         // changes from those made after it died.

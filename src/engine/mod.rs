@@ -530,7 +530,7 @@ impl<'a> Engine<'a> {
                         )
                     } else {
                         format!(
-                            "a killed run left an attempt's changes in the work tree ({changes}); the files are back as they were before it (its tree is {} in git), but for {}: changed after the run was last alive (by you, or a worker it left running), they stay as they are",
+                            "a killed run left an attempt's changes in the work tree ({changes}); the files are back as they were before it (its tree is {} in git), but for {}: changed after the run was last alive (by you), they stay as they are",
                             changes.after,
                             recovered.kept.join(", ")
                         )

@@ -263,7 +263,7 @@ pub enum Event {
         /// What the killed attempt had changed (`after`: its tree, still in git).
         changes: Changes,
         /// Of those, the files left as they are: modified after the killed
-        /// run was last alive (by the user, or a worker it left running).
+        /// run was last alive (by the user; a start that found workers of the killed run still running keeps none).
         kept: Vec<String>,
     },
     /// The planner added atoms after a GGS decision, when no written

@@ -191,8 +191,8 @@ impl GitWorkspace {
                 let changes = self.git.changes(&landed_tree, &now).await?;
                 if head_then == head_now {
                     // A file changed after the killed run was last alive is
-                    // someone's since (the user's, or a worker it left
-                    // running): it stays, and is reported.
+                    // the user's since: it stays, and is reported. (No time
+                    // is given when the killed run left workers running.)
                     let newer = self.changed_since_alive(&now, &landed_tree).await?;
                     self.restore_but(&now, &landed_tree, &newer).await?;
                     recovered.kept = newer;
