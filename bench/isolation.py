@@ -52,6 +52,9 @@ def repo_with_files(path, n):
     git(path, "init", "-q")
     git(path, "config", "user.email", "bench@example.com")
     git(path, "config", "user.name", "bench")
+    # No background `git gc --auto`: it packs loose objects away while the
+    # repository is being copied for the next run.
+    git(path, "config", "gc.auto", "0")
     for i in range(n):
         folder = os.path.join(path, "src", f"d{i // 100}")
         os.makedirs(folder, exist_ok=True)
@@ -120,6 +123,9 @@ def crate(path, functions=400):
     git(path, "init", "-q")
     git(path, "config", "user.email", "bench@example.com")
     git(path, "config", "user.name", "bench")
+    # No background `git gc --auto`: it packs loose objects away while the
+    # repository is being copied for the next run.
+    git(path, "config", "gc.auto", "0")
     with open(os.path.join(path, "Cargo.toml"), "w") as f:
         f.write(CARGO_TOML)
     with open(os.path.join(path, "src", "lib.rs"), "w") as f:
