@@ -297,9 +297,11 @@ impl Engine<'_> {
             }
         }
         outcomes.extend(base_case.map(|e| self.base_case_outcome(e)));
-        // Nothing finished and no base case: a start facing failures its last
-        // run left. Nothing new was observed, so the loss is the last one's.
-        let carried = (finished.is_empty() && base_case.is_none())
+        // Nothing finished: a start facing failures its last run left, or a
+        // base case still unmet with every atom solved before it. Nothing new
+        // was observed, so the loss is the last one's.
+        let carried = finished
+            .is_empty()
             .then(|| self.state.run.ggs.last.as_ref().map(|l| (l.loss.d, l.loss.p)))
             .flatten();
         let constraints = &self.state.objective.constraints;

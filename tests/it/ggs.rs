@@ -706,6 +706,25 @@ fn after_an_abandon_a_new_start_takes_up_the_unrecovered_failure() {
 }
 
 #[test]
+fn a_start_facing_an_unmet_base_case_with_everything_solved_decides_on_the_loss_it_left() {
+    let env = TestEnv::new();
+    let atoms = "    a: { run: 'true' }\n    b: { run: 'true', deps: [a] }\n";
+    env.write("aot.yaml", &aligned("test -f never", "{ max_retries: 0 }", atoms));
+    assert_eq!(start(&env).code, 5, "exhausted");
+    assert_eq!(start(&env).code, 5, "exhausted again");
+    let history = decisions(&env);
+    assert_eq!(history.len(), 2, "{}", lines(&env));
+    assert_eq!(
+        history[1].loss.d,
+        history[0].loss.d,
+        "nothing new was observed: {}",
+        lines(&env)
+    );
+    assert_eq!(history[1].worsening, 0, "{}", lines(&env));
+    assert_ne!(history[1].directive, MacroState::ChangeApproach, "{}", lines(&env));
+}
+
+#[test]
 fn a_start_facing_the_last_runs_failures_decides_on_the_loss_it_left() {
     let env = TestEnv::new();
     // `good` and `bad` finish in one round: D = 0.5. `bad` has no way left.
