@@ -263,16 +263,16 @@ fn insert(source: &Source, map: &Node, indent: usize, key: &str, value: &Value) 
     };
     if let Some((at, true)) = start_of(source, map) {
         let close = source.flow_end(at)? - 1;
-        let inside = &source.text[at + 1..close];
         let entry = format!("{}: {}", flow_key(key), flow_text(value));
-        if inside.trim().is_empty() {
+        let Some((_, _, last)) = entries.last() else {
             return Some(Edit {
                 start: at + 1,
                 end: close,
                 with: format!(" {entry} "),
             });
-        }
-        let after_last = at + 1 + inside.trim_end().len();
+        };
+        // Right after the last value, before any comma or comment after it.
+        let after_last = value_end(source, last)?;
         return Some(Edit {
             start: after_last,
             end: after_last,
@@ -298,17 +298,7 @@ fn remove(source: &Source, map: &Node, found: &(String, spans::Loc, Node)) -> Op
     let key_at = source.offset(key_loc.line, key_loc.column)?;
     if let Some((_, true)) = start_of(source, map) {
         // In a flow map: the entry and the comma on one side of it.
-        let value_end = match start_of(source, child) {
-            Some((at, true)) => source.flow_end(at)?,
-            Some((at, false)) => {
-                let len = usize::try_from(child.loc()?.len).ok()?;
-                at + source.text[at..]
-                    .char_indices()
-                    .nth(len)
-                    .map_or(source.text.len() - at, |(i, _)| i)
-            }
-            None => return None,
-        };
+        let value_end = value_end(source, child)?;
         let after = &source.text[value_end..];
         let trimmed = after.trim_start_matches([' ', '\t']);
         if let Some(rest) = trimmed.strip_prefix(',') {
@@ -341,6 +331,22 @@ fn remove(source: &Source, map: &Node, found: &(String, spans::Loc, Node)) -> Op
         end,
         with: String::new(),
     })
+}
+
+/// Where a scalar's or a flow collection's text ends.
+fn value_end(source: &Source, node: &Node) -> Option<usize> {
+    match start_of(source, node)? {
+        (at, true) => source.flow_end(at),
+        (at, false) => {
+            let len = usize::try_from(node.loc()?.len).ok()?;
+            Some(
+                at + source.text[at..]
+                    .char_indices()
+                    .nth(len)
+                    .map_or(source.text.len() - at, |(i, _)| i),
+            )
+        }
+    }
 }
 
 /// `value` in block style, each line indented by `indent` spaces.
@@ -544,6 +550,22 @@ graph:
         fewer.graph.atoms["b"].deps.clear();
         let text = patch(flow, &old, &fewer).expect("removed");
         assert_eq!(text.lines().nth(3), Some("  atoms: { b: { run: 'false' } }   # two"));
+    }
+
+    #[test]
+    fn an_atom_is_added_to_a_flow_map_written_over_lines_with_comments() {
+        let flow = "version: 2\nobjective: { goal: g, background_intent: b, deliverables: d, definition_of_done: x, base_case: { command: 'true' } }\ngraph:\n  atoms: {\n    a: { run: 'true' },   # the first\n    b: { run: 'false', deps: [a] }   # the last\n  }\n";
+        let old = said(flow);
+        let mut new = old.clone();
+        new.graph.atoms.insert("c".into(), Atom::command("echo c"));
+        let text = patch(flow, &old, &new).expect("added in place");
+        assert_eq!(
+            text,
+            flow.replace(
+                "deps: [a] }   # the last",
+                "deps: [a] }, c: { run: echo c }   # the last"
+            )
+        );
     }
 
     #[test]
