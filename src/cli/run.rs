@@ -482,10 +482,9 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
                 }
             }
         });
-        // Files changed after the killed run died are someone's since, unless
-        // it left workers running: then they may be its attempt's too.
-        let last_alive = last_alive.filter(|_| orphans == 0);
-        roles.workspace = workspace(&ctx.state, &state, &options, last_alive).await;
+        // Files changed after the killed run died are the user's, unless it
+        // left workers running: then they may be its attempt's too.
+        roles.workspace = workspace(&ctx.state, &state, &options, last_alive, orphans > 0).await;
         // The heartbeat: after a kill, the next start tells this run's
         // changes from those made after it died.
         tokio::spawn(async move {
@@ -527,6 +526,7 @@ async fn workspace(
     state: &StateFile,
     options: &Options,
     last_alive: Option<std::time::SystemTime>,
+    left_running: bool,
 ) -> Option<Arc<dyn Workspace>> {
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     let others: Vec<std::path::PathBuf> = options.memory.iter().cloned().chain(own_outputs()).collect();
@@ -553,7 +553,9 @@ async fn workspace(
     match GitWorkspace::discover(&absolute, &others).await {
         Ok(Some(workspace)) => {
             let per_atom = state.objective.constraints.commit() == CommitPolicy::PerAtom;
-            Some(Arc::new(workspace.committing(per_atom).last_alive(last_alive)))
+            Some(Arc::new(
+                workspace.committing(per_atom).last_alive(last_alive, left_running),
+            ))
         }
         Ok(None) => {
             errln!(

@@ -535,6 +535,19 @@ impl<'a> Engine<'a> {
                             recovered.kept.join(", ")
                         )
                     });
+                    if !recovered.maybe_yours.is_empty() {
+                        self.observer.warn(&format!(
+                            "of those, {} changed after the killed run was last alive — by you, or by the workers it had left running, so they were put back too; `git checkout {} -- {}` brings them back as they were",
+                            recovered.maybe_yours.join(", "),
+                            changes.after,
+                            recovered
+                                .maybe_yours
+                                .iter()
+                                .map(|p| crate::model::text::shell_word(p))
+                                .collect::<Vec<_>>()
+                                .join(" ")
+                        ));
+                    }
                     if !recovered.left {
                         self.record(vec![Event::WorkspaceRecovered {
                             changes,

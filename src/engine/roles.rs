@@ -648,6 +648,9 @@ pub struct Recovered {
     /// Files left as they are though the killed attempt may have changed
     /// them: they were modified after the killed run was last alive.
     pub kept: Vec<String>,
+    /// Files modified after the killed run was last alive but put back all
+    /// the same, since it had left workers running: maybe the user's.
+    pub maybe_yours: Vec<String>,
 }
 
 /// Isolates attempts: what an attempt changes reaches the user's tree only

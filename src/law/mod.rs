@@ -507,15 +507,21 @@ impl Walker<'_, '_> {
                         codes.push(code);
                     }
                 }
+                // Shown as it could be typed again: the code in quotes.
+                let typed = argv
+                    .iter()
+                    .map(|a| crate::model::text::shell_word(&a.text))
+                    .collect::<Vec<_>>()
+                    .join(" ");
                 for code in codes {
                     if code.dynamic {
                         self.gate(shown(), "runs code known only when it runs");
                     } else {
-                        self.inline_code(&shown(), language, &code.text);
+                        self.inline_code(&typed, language, &code.text);
                     }
                 }
                 for doc in heredocs {
-                    self.inline_code(&shown(), language, doc);
+                    self.inline_code(&typed, language, doc);
                 }
             }
             _ => {}

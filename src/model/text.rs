@@ -232,6 +232,20 @@ pub fn evidence(output: &str, budget: usize) -> String {
     out
 }
 
+/// A word as a shell reads it back: as it is when it holds only safe
+/// characters, else in single quotes.
+pub fn shell_word(word: &str) -> String {
+    let safe = !word.is_empty()
+        && word.chars().all(|c| {
+            c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '/' | '-' | '+' | '=' | ':' | '@' | '%' | ',')
+        });
+    if safe {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,6 +265,14 @@ mod tests {
         assert_eq!(headline(traceback), "exit 1: IndexError: tuple index out of range");
         let stopping = "exit 1:\n!!!!!!!!!! stopping after 1 failures !!!!!!!!!!\nE   assert 1 == 2";
         assert_eq!(headline(stopping), "exit 1: E   assert 1 == 2");
+    }
+
+    #[test]
+    fn a_shell_word_is_quoted_only_when_it_must_be() {
+        assert_eq!(shell_word("src/a.rs"), "src/a.rs");
+        assert_eq!(shell_word("my notes.txt"), "'my notes.txt'");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+        assert_eq!(shell_word(""), "''");
     }
 
     #[test]

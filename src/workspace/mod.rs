@@ -35,8 +35,10 @@ pub struct GitWorkspace {
     /// Each landing is committed on the user's branch (`constraints.commit: per_atom`).
     commit_per_atom: bool,
     /// When a killed run was last alive: a file changed after it is not that
-    /// run's attempt's to put back.
+    /// run's attempt's to put back — unless the run left workers running.
     last_alive: Option<std::time::SystemTime>,
+    /// The killed run left workers running (stopped by this start).
+    left_running: bool,
     inner: Mutex<Inner>,
 }
 
@@ -111,15 +113,18 @@ impl GitWorkspace {
             refs: format!("refs/aot/{key}"),
             commit_per_atom: false,
             last_alive: None,
+            left_running: false,
             inner: Mutex::new(Inner::default()),
         }))
     }
 
     /// Says when the last run of this state file was last alive (its
     /// heartbeat): after a kill, files changed later than that are left as
-    /// they are rather than put back.
-    pub fn last_alive(mut self, at: Option<std::time::SystemTime>) -> Self {
+    /// they are rather than put back — unless it `left_running` workers,
+    /// whose writes could be among them: then they are put back and named.
+    pub fn last_alive(mut self, at: Option<std::time::SystemTime>, left_running: bool) -> Self {
         self.last_alive = at;
+        self.left_running = left_running;
         self
     }
 
@@ -191,11 +196,17 @@ impl GitWorkspace {
                 let changes = self.git.changes(&landed_tree, &now).await?;
                 if head_then == head_now {
                     // A file changed after the killed run was last alive is
-                    // the user's since: it stays, and is reported. (No time
-                    // is given when the killed run left workers running.)
+                    // the user's since: it stays, and is reported. With its
+                    // workers left running it may be theirs too: it is put
+                    // back, and named so the user can take it back.
                     let newer = self.changed_since_alive(&now, &landed_tree).await?;
-                    self.restore_but(&now, &landed_tree, &newer).await?;
-                    recovered.kept = newer;
+                    if self.left_running {
+                        self.restore(&now, &landed_tree).await?;
+                        recovered.maybe_yours = newer;
+                    } else {
+                        self.restore_but(&now, &landed_tree, &newer).await?;
+                        recovered.kept = newer;
+                    }
                 } else {
                     recovered.left = true;
                 }

@@ -798,6 +798,13 @@ fn a_killed_runs_worker_still_running_is_stopped_before_the_next_start_restores_
         Path::new(&format!("/proc/{orphan}")).exists(),
         "the worker outlived aot"
     );
+    // The user writes notes meanwhile (dated after the run died): with a
+    // worker of the killed run still running, they cannot be told from its
+    // writes, so they are put back — and named, with how to take them back.
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(30);
+    let notes = std::fs::File::create(repo.env.path("my notes.txt")).unwrap();
+    std::io::Write::write_all(&mut &notes, b"mine\n").unwrap();
+    notes.set_modified(later).unwrap();
     std::fs::write(&second, "").unwrap();
     let run = repo.start();
     assert_eq!(run.code, 0, "{}\n{}", run.stderr, repo.journal());
@@ -805,6 +812,26 @@ fn a_killed_runs_worker_still_running_is_stopped_before_the_next_start_restores_
         run.stderr.contains("a killed run of this file had left running"),
         "{}",
         run.stderr
+    );
+    assert_eq!(repo.read("my notes.txt"), None);
+    let said = run.transcript();
+    let command = said
+        .split("`git checkout ")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+        .unwrap_or_else(|| panic!("says how to take the notes back: {said}"));
+    assert!(command.ends_with(" -- 'my notes.txt'"), "{command}");
+    let back = Command::new("sh")
+        .arg("-c")
+        .arg(format!("git checkout {command}"))
+        .current_dir(repo.dir())
+        .status()
+        .unwrap();
+    assert!(back.success());
+    assert_eq!(
+        repo.read("my notes.txt").as_deref(),
+        Some("mine\n"),
+        "followed as printed"
     );
     let alive = std::fs::read_to_string(format!("/proc/{orphan}/stat"))
         .is_ok_and(|stat| !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'));
