@@ -703,17 +703,51 @@ impl Engine<'_> {
                 mut ended,
                 blocked: None,
             } => {
-                let retry = attempt < max_attempts;
-                let message = cut(&redact(&message, &self.options.secrets), MESSAGE_MAX);
+                let mut message = cut(&redact(&message, &self.options.secrets), MESSAGE_MAX);
                 ended.summary = ended
                     .summary
                     .map(|s| cut(&redact(&s, &self.options.secrets), SUMMARY_MAX));
+                let mut retry = attempt < max_attempts;
+                if retry && let Some(before) = self.repeated(&atom, attempt, class, &criterion, &message, &ended) {
+                    // No inertia: the next attempt would repeat this one unchanged.
+                    retry = false;
+                    message.push_str(&format!(
+                        "\n(the same failure as attempt {before}: a command atom that fails the same way twice is not retried again)"
+                    ));
+                }
                 ended.discarded = discarded;
                 self.failed(d, atom.clone(), attempt, retry, (class, criterion, message, ended))?;
                 self.record_isolated(&atom, attempt, isolated)?;
             }
         }
         Ok(())
+    }
+
+    /// The attempt before this one when it failed exactly as this one did —
+    /// a command atom (an agent's retry is a new conversation), a logical
+    /// failure (an environmental one may pass on its own), the same
+    /// criterion, exit and message: what a retry would do is already known.
+    fn repeated(
+        &self,
+        atom: &AtomId,
+        attempt: u32,
+        class: FailureClass,
+        criterion: &Criterion,
+        message: &str,
+        ended: &Ended,
+    ) -> Option<u32> {
+        let definition = self.state.graph.atoms.get(atom)?;
+        if definition.agent.is_some() || definition.run.is_none() || class != FailureClass::Logical {
+            return None;
+        }
+        let before = self.history.of_atom(atom).last()?;
+        (before.attempt + 1 == attempt
+            && before.class == class
+            && before.criterion == *criterion
+            && before.message == message
+            && before.ended.exit_code == ended.exit_code
+            && before.ended.signal == ended.signal)
+            .then_some(before.attempt)
     }
 
     /// Journals what isolation did with an attempt's changes; a landing is

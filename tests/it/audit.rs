@@ -55,16 +55,43 @@ fn a_healthy_run_has_no_finding_and_its_end_says_so() {
 #[test]
 fn a_retry_storm_and_repeated_break_symmetry_are_thrashing() {
     let env = TestEnv::new();
+    // An agent retried with nothing learned fails the same way each time
+    // (a command atom that does is cut short by the engine itself).
     plan(
         &env,
         "max_retries: 3, max_replans: 4",
-        "    fix:\n      or: [patch, patch-again]\n    patch:\n      run: 'echo \"error: hunk 1 FAILED\"; exit 1'\n    patch-again:\n      run: 'echo \"error: hunk 1 FAILED\"; exit 1'\n",
+        "    fix:\n      or: [patch, patch-again]\n    patch:\n      agent: apply the patch\n    patch-again:\n      agent: apply the patch again\n",
     );
+    let text = std::fs::read_to_string(env.path("aot.yaml")).unwrap().replace(
+        "graph:\n",
+        "workers:\n  agent: { command: 'echo \"error: hunk 1 FAILED\"; exit 1' }\ngraph:\n",
+    );
+    env.write("aot.yaml", &text);
     let journal_before = env.aot(&["start"]);
     assert_eq!(journal_before.code, 5);
     let audited = audit(&env);
     assert_eq!(audited.code, 9, "warnings: exit 9");
     insta::assert_snapshot!("audit_thrashing", audited.transcript());
+}
+
+#[test]
+fn the_same_command_failing_under_different_names_is_thrashing() {
+    let env = TestEnv::new();
+    plan(
+        &env,
+        "max_retries: 0, max_replans: 4",
+        "    fix:\n      or: [patch, patch-again]\n    patch:\n      run: 'echo \"error: hunk 1 FAILED\"; exit 1'\n    patch-again:\n      run: 'echo \"error: hunk 1 FAILED\"; exit 1'\n",
+    );
+    assert_eq!(env.aot(&["start"]).code, 5);
+    let audited = audit(&env);
+    assert_eq!(audited.code, 9, "warnings: exit 9");
+    assert!(
+        audited.stdout.contains(
+            "the same command failed under different names (`patch`, `patch-again`): `echo \"error: hunk 1 FAILED\"; exit 1`"
+        ),
+        "{}",
+        audited.stdout
+    );
 }
 
 #[test]

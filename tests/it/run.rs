@@ -94,8 +94,8 @@ fn a_failing_action_is_not_repeated_beyond_its_retries_or_after_its_alternative(
 graph:
   atoms:
     pick: { or: [a, b] }
-    a: { run: 'echo run >> a.count', check: ['false'] }
-    b: { run: 'echo run >> b.count', check: ['false'], tool: other }
+    a: { run: 'echo run >> a.count', check: ['wc -l < a.count; false'] }
+    b: { run: 'echo run >> b.count', check: ['wc -l < b.count; false'], tool: other }
 "#;
     env.write("aot.yaml", &aligned("false", atoms));
     let run = env.aot(&["start"]);
@@ -120,6 +120,28 @@ graph:
         "the stop names what was tried: {}",
         stop.message
     );
+}
+
+#[test]
+fn a_command_failing_the_same_way_twice_is_not_retried_again() {
+    let count = |env: &TestEnv| std::fs::read_to_string(env.path("runs")).unwrap().lines().count();
+    let one = |run: &str| {
+        let env = TestEnv::new();
+        let atoms = format!(
+            "  constraints: {{ max_retries: 3 }}\ngraph:\n  atoms:\n    a: {{ run: 'echo run >> runs; {run}; exit 1' }}\n"
+        );
+        env.write("aot.yaml", &aligned("false", &atoms));
+        let start = env.aot(&["start"]);
+        assert_eq!(start.code, 5, "exhausted:\n{}", start.transcript());
+        env
+    };
+    let same = one(r#"echo "error: it is broken""#);
+    assert_eq!(count(&same), 2, "the second identical failure ends the retries");
+    let state = state(&same, "aot.yaml");
+    let (_, _, message) = state.last_failure("a").unwrap();
+    assert!(message.contains("the same failure as attempt 1"), "{message}");
+    let varies = one(r#"echo "flaky $AOT_ATTEMPT""#);
+    assert_eq!(count(&varies), 4, "a failure that changes keeps its retries");
 }
 
 #[test]
