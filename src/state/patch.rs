@@ -594,6 +594,35 @@ graph:
         assert!(keeps_comments(FILE, &patched(|u| u.objective.goal = Some("g".into()))));
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+
+        /// Whatever the words, a patch never panics, and what it gives says
+        /// exactly the new content.
+        #[test]
+        fn a_patch_says_the_new_content_or_declines(
+            goal in "\\PC{0,30}",
+            command in "\\PC{1,30}",
+            id in "[a-z][a-z0-9_-]{0,8}",
+            retries in 0u32..10,
+            remove in proptest::bool::ANY,
+        ) {
+            let old = said(FILE);
+            let mut new = old.clone();
+            new.objective.goal = Some(goal);
+            new.objective.constraints.max_retries = Some(retries);
+            if remove {
+                new.graph.atoms.shift_remove("lint");
+            }
+            if !new.graph.atoms.contains_key(id.as_str()) {
+                new.graph.atoms.insert(id.as_str().into(), Atom::command(command));
+            }
+            if let Some(text) = patch(FILE, &old, &new) {
+                proptest::prop_assert_eq!(said(&text), new);
+            }
+        }
+    }
+
     #[test]
     fn strings_that_yaml_would_misread_are_quoted() {
         for s in [
