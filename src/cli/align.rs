@@ -286,7 +286,7 @@ fn draft(
             .filter_map(|c| c.as_ref().ok())
             .map(|r| r.usage.total())
             .sum::<u64>();
-        let kept = runtime.block_on(keep(&keeper, asked_at.as_millis(), role, &messages, &calls));
+        let kept = runtime.block_on(keeper.conversation(asked_at.as_millis(), role, &messages, &calls));
         records.extend(
             calls
                 .iter()
@@ -393,24 +393,4 @@ fn draft(
         }
     }
     Err(error)
-}
-
-/// Keeps one drafting conversation (prompt, answers) in `.aot/llm/`; its
-/// path as journaled, `None` when it could not be written.
-async fn keep(
-    keeper: &Keeper,
-    millis: u64,
-    role: Role,
-    messages: &[Message],
-    calls: &[Result<aot::llm::Reply, aot::llm::CallError>],
-) -> Option<String> {
-    let answers: Vec<serde_json::Value> = calls
-        .iter()
-        .map(|c| match c {
-            Ok(reply) => serde_json::json!({"model": reply.model, "answer": reply.content}),
-            Err(e) => serde_json::json!({"error": e.message}),
-        })
-        .collect();
-    let body = serde_json::json!({"role": role.name(), "messages": messages, "answers": answers});
-    keeper.write(&keeper.name(millis), &body).await
 }

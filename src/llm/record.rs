@@ -75,6 +75,27 @@ impl Keeper {
         self.folder.join(format!("{millis}-{}-{n}.json", std::process::id()))
     }
 
+    /// Keeps one conversation of `role` that started at `millis`: its
+    /// messages and each call's answer (or error). Returns its path as
+    /// journaled, `None` when it could not be written.
+    pub async fn conversation(
+        &self,
+        millis: u64,
+        role: crate::llm::Role,
+        messages: &[crate::llm::Message],
+        calls: &[Result<Reply, CallError>],
+    ) -> Option<String> {
+        let answers: Vec<serde_json::Value> = calls
+            .iter()
+            .map(|c| match c {
+                Ok(reply) => serde_json::json!({"model": reply.model, "answer": reply.content}),
+                Err(e) => serde_json::json!({"error": e.message}),
+            })
+            .collect();
+        let body = serde_json::json!({"role": role.name(), "messages": messages, "answers": answers});
+        self.write(&self.name(millis), &body).await
+    }
+
     /// Writes `body` at `path` (from [`Keeper::name`]); the path as
     /// journaled, or `None` when it could not be written.
     pub async fn write(&self, path: &Path, body: &serde_json::Value) -> Option<String> {

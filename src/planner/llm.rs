@@ -81,15 +81,9 @@ impl LlmPlanner {
         calls: &[Result<Reply, CallError>],
     ) -> Option<String> {
         let keeper = self.kept.as_ref()?;
-        let answers: Vec<serde_json::Value> = calls
-            .iter()
-            .map(|c| match c {
-                Ok(reply) => serde_json::json!({"model": reply.model, "answer": reply.content}),
-                Err(e) => serde_json::json!({"error": e.message}),
-            })
-            .collect();
-        let body = serde_json::json!({"role": Role::Planner.name(), "messages": messages, "answers": answers});
-        keeper.write(&keeper.name(at.as_millis()), &body).await
+        keeper
+            .conversation(at.as_millis(), Role::Planner, messages, calls)
+            .await
     }
 
     fn called(
