@@ -381,13 +381,7 @@ pub fn from_edit(current: &StateFile, edited: &StateFile, at: Timestamp) -> Resu
             "hand edit of the objective".to_string(),
         ));
     }
-    let atoms_changed = current.graph.atoms.len() != edited.graph.atoms.len()
-        || current
-            .graph
-            .atoms
-            .iter()
-            .zip(&edited.graph.atoms)
-            .any(|((x, p), (y, q))| x != y || p.definition() != q.definition());
+    let atoms_changed = !crate::state::disk::same_atoms(&current.graph.atoms, &edited.graph.atoms);
     if atoms_changed || current.workers != edited.workers {
         kinds.push((CorrectionKind::DagAdjustment, "hand edit of the graph".to_string()));
     }

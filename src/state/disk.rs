@@ -204,14 +204,22 @@ impl UserPart {
             && self.objective == state.objective
             && self.workers == state.workers
             && self.llm == state.llm
-            && self.graph.atoms.len() == state.graph.atoms.len()
-            && self
-                .graph
-                .atoms
-                .iter()
-                .zip(&state.graph.atoms)
-                .all(|((a, x), (b, y))| a == b && x.same_definition(y))
+            && same_atoms(&self.graph.atoms, &state.graph.atoms)
     }
+}
+
+/// Whether two states' user parts say the same (without copying either).
+pub fn same_user_part(a: &StateFile, b: &StateFile) -> bool {
+    a.version == b.version
+        && a.objective == b.objective
+        && a.workers == b.workers
+        && a.llm == b.llm
+        && same_atoms(&a.graph.atoms, &b.graph.atoms)
+}
+
+/// Whether two atom maps hold the same definitions, in the same order.
+pub fn same_atoms(a: &IndexMap<AtomId, Atom>, b: &IndexMap<AtomId, Atom>) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|((i, x), (j, y))| i == j && x.same_definition(y))
 }
 
 impl UserPart {

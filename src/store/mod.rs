@@ -229,11 +229,11 @@ impl RunnerLock {
 /// does not undo it. Returns what the edit is judged against (the current
 /// user part, the buffer's engine part) and the edit as merged.
 fn rebased(before: StateFile, edited: &StateFile, current: &StateFile) -> (StateFile, StateFile) {
-    use crate::state::disk::{UserPart, split};
-    let (base, _) = split(before.clone());
-    if base.says_same_as(current) {
+    use crate::state::disk::{UserPart, same_user_part, split};
+    if same_user_part(&before, current) {
         return (before, edited.clone());
     }
+    let (base, _) = split(before.clone());
     let (ours, _) = split(current.clone());
     let (theirs, _) = split(edited.clone());
     match UserPart::merged(&base, &ours, &theirs) {
