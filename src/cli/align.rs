@@ -107,14 +107,9 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
         .clone()
         .or_else(|| args.raw_input.clone())
         .or_else(|| ask("What do you want done (your words, kept verbatim)"));
-    let planner = if args.no_llm {
-        None
-    } else {
-        Tiers::from_env(|name| std::env::var(name).ok())
-            .map_err(|e| CliError::new(e).hint("or pass --no-llm to align without the planner"))?
-            .for_role(Role::Planner)
-            .cloned()
-    };
+    // The model is looked for only when the draft needs one: a complete
+    // `--goal … --base-case … --atom …` aligns whatever OPENAI_* is set.
+    let tiers = Tiers::from_env(|name| std::env::var(name).ok());
     let given = Objective {
         goal: args.goal.clone(),
         raw_input: raw_input.clone(),
@@ -128,7 +123,16 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
         ..Objective::default()
     };
     let unfinished = !alignment_gaps(&StateFile::new(given.clone(), atoms.clone())).is_empty();
-    if let (Some(endpoint), Some(request), true) = (planner, raw_input.as_deref(), unfinished) {
+    let wanted = (!args.no_llm && unfinished).then_some(raw_input.as_deref()).flatten();
+    let planner = match (wanted, tiers.endpoint(Role::Planner)) {
+        (None, _) => None,
+        (Some(request), Ok(endpoint)) => Some((request, endpoint.clone())),
+        (Some(_), Err(_)) if tiers.untouched(Role::Planner) => None,
+        (Some(_), Err(missing)) => {
+            return Err(CliError::new(missing).hint("or pass --no-llm to align without the planner"));
+        }
+    };
+    if let Some((request, endpoint)) = planner {
         let drafted = draft(ctx, endpoint, request, &given, &atoms, args.yes)?;
         return write(
             ctx,

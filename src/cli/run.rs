@@ -318,34 +318,66 @@ pub fn step(ctx: &Context, args: StepArgs) -> Result<i32, CliError> {
     )
 }
 
-/// A client for `role`'s tier as configured (`None`: no model for it); the
-/// file's `llm:` section names the tier's model over the environment's.
+/// A client for `role`'s tier as configured, or why there is none (the
+/// settings to add). The file's `llm:` section names the tier's model over
+/// the environment's; a model with `max_cost` set but no price is noted in
+/// `unpriced` when this plan may call the role.
 fn client_for(
     tiers: &aot::llm::Tiers,
     role: aot::llm::Role,
     declared: Option<&aot::state::StateFile>,
+    may_call: &[aot::llm::Role],
     unpriced: &mut std::collections::BTreeSet<String>,
-) -> Result<Option<aot::llm::Client>, CliError> {
-    let Some(endpoint) = tiers.for_role(role) else {
-        return Ok(None);
-    };
-    let mut endpoint = endpoint.clone();
+) -> Result<aot::llm::Client, String> {
+    let endpoint = tiers.endpoint(role)?.clone();
     let settings = declared.and_then(|s| s.llm.clone()).unwrap_or_default();
-    let named = match role.tier() {
-        aot::llm::Tier::Brain => settings.brain.clone(),
-        aot::llm::Tier::Tool => settings.tool.clone(),
-    };
-    if let Some(model) = named {
-        endpoint.model = model;
-    }
-    if declared.is_some_and(|s| s.objective.constraints.max_cost.is_some())
+    if may_call.contains(&role)
+        && declared.is_some_and(|s| s.objective.constraints.max_cost.is_some())
         && !settings.prices.contains_key(&endpoint.model)
     {
         unpriced.insert(endpoint.model.clone());
     }
     aot::llm::Client::new(endpoint, super::align::llm_timeout(), aot::llm::Retry::default())
-        .map(Some)
-        .map_err(CliError::new)
+}
+
+/// The roles a plan may call a model for: the planner always (once the
+/// written alternatives run out), the built-in worker for `agent` atoms no
+/// agent CLI takes, the validator for plausible criteria, the meta-validator
+/// for the objective's.
+fn roles_called(state: &StateFile, agent_cli: bool) -> Vec<aot::llm::Role> {
+    use aot::llm::Role;
+    let atoms = &state.graph.atoms;
+    let mut roles = vec![Role::Planner];
+    if !agent_cli && atoms.values().any(|a| a.agent.is_some() && a.run.is_none()) {
+        roles.push(Role::Worker);
+    }
+    if atoms.values().any(|a| !a.criteria.is_empty()) {
+        roles.push(Role::Validator);
+    }
+    if !state.objective.criteria.is_empty() {
+        roles.push(Role::MetaValidator);
+    }
+    roles
+}
+
+/// `aot start`'s one line on models: each role this plan may call and how
+/// its tier stands, so nobody learns mid-run that one is missing.
+fn models_line(roles: &[aot::llm::Role], tiers: &aot::llm::Tiers) -> String {
+    use aot::llm::Role;
+    let shown: Vec<String> = roles
+        .iter()
+        .map(|&role| {
+            let label = match role {
+                Role::Planner => "planner (once the written alternatives run out)",
+                Role::Worker => "built-in worker",
+                Role::Validator => "validator (plausible criteria)",
+                Role::MetaValidator => "meta-validator (the objective's criteria)",
+                Role::Perceiver => "perceiver",
+            };
+            format!("{label}: {}", tiers.shown(role))
+        })
+        .collect();
+    format!("models this plan may call — {}", shown.join("; "))
 }
 
 fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
@@ -361,40 +393,63 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
         planner: Arc::new(Alternatives),
         workspace: None,
     };
-    // With a model for the brain tier, the planner asks it once the written
+    // Model settings are read here but only a role that calls a model needs
+    // them: a plan of commands runs whatever OPENAI_* the shell exports. With
+    // a model for the brain tier, the planner asks it once the written
     // alternatives run out; with one for the tool tier, agent atoms without
     // an agent command are worked by the built-in worker.
-    let tiers = aot::llm::Tiers::from_env(|name| std::env::var(name).ok()).map_err(CliError::new)?;
     let declared = aot::state::document::read(&ctx.state).ok().map(|d| d.state);
+    let named = declared.as_ref().and_then(|s| s.llm.clone()).unwrap_or_default();
+    let tiers = aot::llm::Tiers::resolve(
+        |name| std::env::var(name).ok(),
+        named.brain.as_deref(),
+        named.tool.as_deref(),
+    );
     let folder = super::folder_of(&ctx.state);
     let kept = store::Paths::new(&ctx.state).aot_dir.join("llm");
     let mut unpriced = std::collections::BTreeSet::new();
     let agent_override = std::env::var("AOT_AGENT_CMD").ok().filter(|c| !c.trim().is_empty());
+    let agent_cli = agent_override.is_some()
+        || declared
+            .as_ref()
+            .and_then(|s| s.workers.as_ref()?.agent.as_ref())
+            .is_some_and(|a| a.command.is_some() || a.template.is_some());
+    let may_call = declared
+        .as_ref()
+        .map(|s| roles_called(s, agent_cli))
+        .unwrap_or_default();
+    let client = |role, unpriced: &mut _| client_for(&tiers, role, declared.as_ref(), &may_call, unpriced);
     let builtin_worker = tiers.for_role(aot::llm::Role::Worker).is_some() && agent_override.is_none();
-    if let Some(client) = client_for(&tiers, aot::llm::Role::Planner, declared.as_ref(), &mut unpriced)? {
-        roles.planner = Arc::new(
+    roles.planner = match client(aot::llm::Role::Planner, &mut unpriced) {
+        Ok(client) => Arc::new(
             aot::planner::llm::LlmPlanner::new(client, folder.clone(), options.yes)
                 .keeping(kept.clone(), &folder)
                 .checking_agents(builtin_worker),
-        );
-    }
-    let worker = CommandWorker {
-        agent_override,
-        llm: client_for(&tiers, aot::llm::Role::Worker, declared.as_ref(), &mut unpriced)?.map(|client| {
+        ),
+        Err(why) => Arc::new(aot::planner::WithoutModel { why }),
+    };
+    let (llm, no_llm) = match client(aot::llm::Role::Worker, &mut unpriced) {
+        Ok(client) => {
             let turns = std::env::var("AOT_WORKER_TURNS")
                 .ok()
                 .and_then(|t| t.parse().ok())
                 .unwrap_or(aot::workers::llm::MAX_TURNS);
-            Arc::new(LlmWorker::new(client, turns).keeping(kept.clone(), &folder))
-        }),
+            (
+                Some(Arc::new(LlmWorker::new(client, turns).keeping(kept.clone(), &folder))),
+                None,
+            )
+        }
+        Err(why) => (None, Some(why)),
     };
-    roles.worker = Arc::new(worker);
+    roles.worker = Arc::new(CommandWorker {
+        agent_override,
+        llm,
+        no_llm,
+    });
     // Plausible criteria are judged by the tool tier, the objective's by the brain tier.
-    let validator = client_for(&tiers, aot::llm::Role::Validator, declared.as_ref(), &mut unpriced)?;
-    let meta = client_for(&tiers, aot::llm::Role::MetaValidator, declared.as_ref(), &mut unpriced)?;
-    if validator.is_some() || meta.is_some() {
-        roles.validator = Arc::new(LlmValidator::new(validator, meta).keeping(kept.clone(), &folder));
-    }
+    let validator = client(aot::llm::Role::Validator, &mut unpriced);
+    let meta = client(aot::llm::Role::MetaValidator, &mut unpriced);
+    roles.validator = Arc::new(LlmValidator::new(validator, meta).keeping(kept.clone(), &folder));
     for model in unpriced {
         warn(&format!(
             "max_cost is set but llm.prices has no price for `{model}`: its calls count against max_tokens only"
@@ -452,6 +507,7 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
     for warning in aot::state::validate::warnings(&state) {
         warn(&format!("{}: {warning}", ctx.label()));
     }
+    errln!("aot: {}", models_line(&roles_called(&state, agent_cli), &tiers));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         // The state file is re-read on these threads: the main thread's

@@ -31,15 +31,13 @@ pub fn alignment_gaps(state: &StateFile) -> Vec<&'static str> {
 }
 
 impl Engine<'_> {
-    /// Stops at the gate when the objective is not aligned or the worker
-    /// cannot take the atoms; `None`: the run may start.
+    /// Stops at the gate when the objective is not aligned; `None`: the run
+    /// may start. (An atom no worker can take fails when it is reached, with
+    /// the settings to add: an unused one stops nothing.)
     pub(super) fn gate(&mut self) -> Result<Option<Ended>, EngineError> {
         let gaps = alignment_gaps(&self.state);
         if !gaps.is_empty() {
             let message = format!("not aligned; missing: {}", gaps.join("; "));
-            return self.stop(StopReason::Gate, message, None).map(Some);
-        }
-        if let Err(message) = self.roles.worker.gate(&self.state) {
             return self.stop(StopReason::Gate, message, None).map(Some);
         }
         Ok(None)

@@ -93,7 +93,7 @@ impl Engine<'_> {
         let atom = atoms.get(id);
         // Only criteria a validator judged count: plausible ones need an LLM validator.
         let mut criteria = atom.map_or_else(|| vec![Criterion::Run], Atom::criteria);
-        if !self.roles.validator.judges_plausible() {
+        if self.roles.validator.plausible_judge().is_err() {
             criteria.retain(Criterion::is_verifiable);
         }
         let verdicts = verdicts(criteria, finish);

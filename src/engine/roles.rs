@@ -388,9 +388,6 @@ pub enum Worked {
 
 /// Does an atom's work.
 pub trait Worker: Send + Sync {
-    /// Why this worker cannot take the state file's atoms (the gate), if it cannot.
-    fn gate(&self, state: &StateFile) -> Result<(), String>;
-
     /// Does one attempt; ends promptly with [`Worked::Cancelled`] once `cancel` fires.
     fn work<'a>(&'a self, assignment: &'a Assignment, cancel: &'a CancellationToken) -> BoxFuture<'a, Worked>;
 }
@@ -409,8 +406,8 @@ pub enum Judgement {
         /// The check's exit code or signal.
         ended: crate::model::Ended,
     },
-    /// This validator cannot judge this kind of criterion (e.g. a plausible
-    /// criterion without an LLM validator): it does not count either way.
+    /// This validator cannot judge this kind of criterion (a `check` index
+    /// a hand edit removed): it does not count either way.
     NotJudged,
     /// Judging would pass the task's budget: not done; GGS abandons.
     OverBudget(String),
@@ -482,8 +479,8 @@ pub enum ObjectiveJudged {
     /// The meta-validator could not judge (its provider failed, its answer
     /// did not read): environmental, the criteria are not known to fail.
     Failed(String),
-    /// No validator here can judge them.
-    NotJudged,
+    /// No validator here can judge them: why (the settings to add).
+    NotJudged(String),
     /// The call could pass the task's budget: not made.
     OverBudget(String),
     /// Judging was cancelled.
@@ -505,9 +502,11 @@ pub trait Validator: Send + Sync {
     /// Checks the base case; `None` when cancelled.
     fn base_case<'a>(&'a self, run: &'a BaseCaseRun, cancel: &'a CancellationToken) -> BoxFuture<'a, Option<Checked>>;
 
-    /// Whether plausible criteria are judged (else they do not count either way).
-    fn judges_plausible(&self) -> bool {
-        false
+    /// Whether plausible criteria can be judged: `Err` says why not (the
+    /// settings to add), and an atom that has them fails before its work
+    /// runs, blocked — an unjudged criterion never passes.
+    fn plausible_judge(&self) -> Result<(), String> {
+        Err("plausible criteria need a model for the validator (TOOL_MODEL or OPENAI_MODEL; docs/llm.md)".into())
     }
 
     /// Judges the objective's plausible criteria once the base case holds
@@ -518,7 +517,9 @@ pub trait Validator: Send + Sync {
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, ObjectiveJudged> {
         let _ = (check, cancel);
-        Box::pin(std::future::ready(ObjectiveJudged::NotJudged))
+        Box::pin(std::future::ready(ObjectiveJudged::NotJudged(
+            "no model on the brain tier (BRAIN_MODEL or OPENAI_MODEL)".into(),
+        )))
     }
 }
 

@@ -346,6 +346,22 @@ async fn isolated(roles: Roles, mut assignment: Assignment, cancel: Cancellation
 /// One attempt: the worker's work, then the validator on each criterion in
 /// order, stopping at the first that fails.
 async fn attempt(roles: Roles, assignment: Assignment, cancel: CancellationToken) -> (AtomId, Attempted) {
+    // Criteria no validator here can judge would fail whatever the work
+    // did: the atom is blocked before it runs, with the settings to add.
+    if let (Some(text), Err(why)) = (assignment.spec.criteria.first(), roles.validator.plausible_judge()) {
+        let message = format!("criteria[0] `{}` cannot be judged: {why}", cut(text, 80));
+        let attempted = Attempted::Failed {
+            class: FailureClass::Environmental,
+            criterion: Criterion::Plausible {
+                index: 0,
+                text: text.clone(),
+            },
+            message,
+            ended: Ended::default(),
+            blocked: Some("its work was not run: no retry works before the settings change".into()),
+        };
+        return (assignment.atom, attempted);
+    }
     let attempted = match roles.worker.work(&assignment, &cancel).await {
         Worked::Cancelled => Attempted::Cancelled,
         Worked::OverBudget { message } => Attempted::OverBudget(message),

@@ -131,12 +131,12 @@ impl Engine<'_> {
         self.take_reports()?;
         Ok(match judged {
             ObjectiveJudged::Holds => Accepted::Complete(evidence),
-            ObjectiveJudged::NotJudged => {
+            ObjectiveJudged::NotJudged(why) => {
                 if !self.warned_unjudged {
                     self.warned_unjudged = true;
-                    self.observer.warn(
-                        "the objective's criteria are not judged: no model on the brain tier (BRAIN_MODEL or OPENAI_MODEL); the base case alone decides",
-                    );
+                    self.observer.warn(&format!(
+                        "the objective's criteria are not judged ({why}); the base case alone decides"
+                    ));
                 }
                 Accepted::Complete(evidence)
             }

@@ -131,52 +131,144 @@ impl fmt::Debug for Endpoint {
     }
 }
 
-/// Both tiers as configured (`None`: no model for that tier).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// One tier's configuration as the environment (and the state file's
+/// `llm:` section) leave it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Setting {
+    /// A model is named and an endpoint is known.
+    Ready(Endpoint),
+    /// Nothing names this tier.
+    Unset,
+    /// A base URL or key is set (the variables named), but no model.
+    NoModel(Vec<String>),
+    /// The state file names a model, but nothing in the environment says where it is.
+    NoEndpoint(String),
+}
+
+/// Both tiers as configured. Reading them never fails: a tier that is not
+/// (or half) configured says what to set only when a role calls it
+/// ([`Tiers::endpoint`]), so a plan that needs no model never stops for
+/// model settings it does not use.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tiers {
-    /// The reasoning tier.
-    pub brain: Option<Endpoint>,
-    /// The execution tier.
-    pub tool: Option<Endpoint>,
+    brain: Setting,
+    tool: Setting,
+}
+
+impl Default for Tiers {
+    fn default() -> Self {
+        Self {
+            brain: Setting::Unset,
+            tool: Setting::Unset,
+        }
+    }
 }
 
 impl Tiers {
-    /// Reads both tiers through `var` (the environment, in the binary).
-    /// A tier is configured when its model is named; a base URL or key
-    /// without a model is an error that names the variable to set.
-    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
-        let tier = |tier: Tier| -> Result<Option<Endpoint>, String> {
-            let get = |name: &str| {
-                var(&format!("{}_{name}", tier.prefix()))
-                    .or_else(|| var(&format!("OPENAI_{name}")))
-                    .filter(|v| !v.trim().is_empty())
+    /// Reads both tiers through `var` (the environment, in the binary):
+    /// `{BRAIN,TOOL}_{BASE_URL,API_KEY,MODEL}`, each falling back to its
+    /// `OPENAI_*` variable.
+    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Self {
+        Self::resolve(var, None, None)
+    }
+
+    /// As [`Tiers::from_env`], with the models the state file's `llm:`
+    /// section names for each tier over the environment's.
+    pub fn resolve(var: impl Fn(&str) -> Option<String>, brain: Option<&str>, tool: Option<&str>) -> Self {
+        let tier = |tier: Tier, declared: Option<&str>| -> Setting {
+            let get = |name: &str| -> Option<(String, String)> {
+                [format!("{}_{name}", tier.prefix()), format!("OPENAI_{name}")]
+                    .into_iter()
+                    .find_map(|var_name| {
+                        let value = var(&var_name).filter(|v| !v.trim().is_empty())?;
+                        Some((var_name, value))
+                    })
             };
             let (base, key, model) = (get("BASE_URL"), get("API_KEY"), get("MODEL"));
-            match model {
-                Some(model) => Ok(Some(Endpoint::new(
-                    base.as_deref().unwrap_or(OPENAI_BASE),
-                    model.trim(),
-                    key,
-                ))),
-                None if base.is_some() || key.is_some() => Err(format!(
-                    "{p}_MODEL (or OPENAI_MODEL) is not set: name the model the {t} tier should call",
-                    p = tier.prefix(),
-                    t = tier.prefix().to_lowercase()
+            let declared = declared.map(str::trim).filter(|m| !m.is_empty());
+            if base.is_none() && key.is_none() && model.is_none() {
+                return match declared {
+                    Some(model) => Setting::NoEndpoint(model.to_string()),
+                    None => Setting::Unset,
+                };
+            }
+            match declared
+                .map(str::to_string)
+                .or_else(|| model.map(|(_, m)| m.trim().to_string()))
+            {
+                Some(model) => Setting::Ready(Endpoint::new(
+                    base.as_ref().map_or(OPENAI_BASE, |(_, b)| b.as_str()),
+                    &model,
+                    key.map(|(_, k)| k),
                 )),
-                None => Ok(None),
+                None => Setting::NoModel(base.into_iter().chain(key).map(|(name, _)| name).collect()),
             }
         };
-        Ok(Self {
-            brain: tier(Tier::Brain)?,
-            tool: tier(Tier::Tool)?,
-        })
+        Self {
+            brain: tier(Tier::Brain, brain),
+            tool: tier(Tier::Tool, tool),
+        }
+    }
+
+    fn setting(&self, tier: Tier) -> &Setting {
+        match tier {
+            Tier::Brain => &self.brain,
+            Tier::Tool => &self.tool,
+        }
     }
 
     /// The endpoint `role` calls, if its tier is configured.
     pub fn for_role(&self, role: Role) -> Option<&Endpoint> {
-        match role.tier() {
-            Tier::Brain => self.brain.as_ref(),
-            Tier::Tool => self.tool.as_ref(),
+        self.endpoint(role).ok()
+    }
+
+    /// The endpoint `role` calls, or what to set so that it has one (no
+    /// value of any variable, only names).
+    pub fn endpoint(&self, role: Role) -> Result<&Endpoint, String> {
+        let tier = role.tier();
+        let p = tier.prefix();
+        let t = p.to_lowercase();
+        match self.setting(tier) {
+            Setting::Ready(endpoint) => Ok(endpoint),
+            Setting::Unset => Err(format!(
+                "no model is configured for the {t} tier, which the {role} calls: set {p}_MODEL or OPENAI_MODEL (with {p}_API_KEY or OPENAI_API_KEY, and {p}_BASE_URL or OPENAI_BASE_URL for a server other than OpenAI's; docs/llm.md)"
+            )),
+            Setting::NoModel(set) => Err(format!(
+                "{} {} set, but no model is named for the {t} tier, which the {role} calls: set {p}_MODEL or OPENAI_MODEL, or llm.{t} in the state file (docs/llm.md)",
+                set.join(" and "),
+                if set.len() == 1 { "is" } else { "are" },
+            )),
+            Setting::NoEndpoint(model) => Err(format!(
+                "the state file names `{model}` for the {t} tier, which the {role} calls, but no endpoint is configured: set {p}_API_KEY or OPENAI_API_KEY, or {p}_BASE_URL or OPENAI_BASE_URL (docs/llm.md)"
+            )),
+        }
+    }
+
+    /// Whether nothing at all configures `role`'s tier (as opposed to a
+    /// tier half configured, which is worth an error where a model is wanted).
+    pub fn untouched(&self, role: Role) -> bool {
+        *self.setting(role.tier()) == Setting::Unset
+    }
+
+    /// How `role`'s tier stands, in a few words: its model and host, or
+    /// what is missing (for `aot start`'s line of the models a plan may call).
+    pub fn shown(&self, role: Role) -> String {
+        let p = role.tier().prefix();
+        match self.setting(role.tier()) {
+            Setting::Ready(endpoint) => {
+                let host = endpoint
+                    .base_url
+                    .split("://")
+                    .nth(1)
+                    .and_then(|rest| rest.split('/').next())
+                    .unwrap_or(&endpoint.base_url);
+                // Credentials in the URL (`https://user:pass@host`) are not shown.
+                let host = host.rsplit('@').next().unwrap_or(host);
+                format!("`{}` at {host}", endpoint.model)
+            }
+            Setting::Unset => format!("not configured ({p}_MODEL or OPENAI_MODEL)"),
+            Setting::NoModel(set) => format!("no model named ({} set; {p}_MODEL or OPENAI_MODEL)", set.join(", ")),
+            Setting::NoEndpoint(model) => format!("`{model}` has no endpoint ({p}_API_KEY or OPENAI_API_KEY)"),
         }
     }
 }
@@ -185,7 +277,7 @@ impl Tiers {
 mod tests {
     use super::*;
 
-    fn tiers(vars: &[(&str, &str)]) -> Result<Tiers, String> {
+    fn tiers(vars: &[(&str, &str)]) -> Tiers {
         Tiers::from_env(|name| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string()))
     }
 
@@ -197,23 +289,52 @@ mod tests {
             ("OPENAI_MODEL", "small"),
             ("BRAIN_MODEL", "big"),
             ("BRAIN_API_KEY", "sk-brain"),
-        ])
-        .unwrap();
-        let brain = t.brain.unwrap();
+        ]);
+        let brain = t.for_role(Role::Planner).unwrap();
         assert_eq!(brain.url(), "http://127.0.0.1:9/v1/chat/completions");
         assert_eq!((brain.model.as_str(), brain.key()), ("big", Some("sk-brain")));
-        let tool = t.tool.unwrap();
+        let tool = t.for_role(Role::Worker).unwrap();
         assert_eq!((tool.model.as_str(), tool.key()), ("small", Some("sk-shared")));
+        assert_eq!(t.shown(Role::Planner), "`big` at 127.0.0.1:9");
     }
 
     #[test]
-    fn nothing_set_is_no_llm_and_a_key_without_a_model_is_an_error() {
-        assert_eq!(tiers(&[]).unwrap(), Tiers::default());
-        let error = tiers(&[("OPENAI_API_KEY", "sk-x")]).unwrap_err();
-        assert!(error.contains("BRAIN_MODEL (or OPENAI_MODEL)"), "{error}");
-        assert!(!error.contains("sk-x"));
-        let t = tiers(&[("OPENAI_API_KEY", "sk-x"), ("OPENAI_MODEL", "m")]).unwrap();
-        assert_eq!(t.brain.unwrap().base_url, OPENAI_BASE);
+    fn reading_the_settings_never_fails_and_a_role_learns_what_to_set_when_it_calls() {
+        // Nothing set: no model, and no error until a role calls one.
+        let none = tiers(&[]);
+        assert_eq!(none, Tiers::default());
+        let error = none.endpoint(Role::Worker).unwrap_err();
+        assert!(error.contains("TOOL_MODEL or OPENAI_MODEL"), "{error}");
+        // A key exported for other tools, and no model: still no error on reading.
+        let half = tiers(&[("OPENAI_API_KEY", "sk-x")]);
+        let error = half.endpoint(Role::Planner).unwrap_err();
+        assert!(error.contains("OPENAI_API_KEY is set"), "{error}");
+        assert!(error.contains("BRAIN_MODEL or OPENAI_MODEL"), "{error}");
+        assert!(!error.contains("sk-x"), "{error}");
+        assert!(!half.shown(Role::Validator).contains("sk-x"));
+        let t = tiers(&[("OPENAI_API_KEY", "sk-x"), ("OPENAI_MODEL", "m")]);
+        assert_eq!(t.for_role(Role::Planner).unwrap().base_url, OPENAI_BASE);
+    }
+
+    #[test]
+    fn the_state_file_names_the_model_and_the_environment_the_endpoint() {
+        let var = |name: &str| (name == "OPENAI_API_KEY").then(|| "sk-x".to_string());
+        let t = Tiers::resolve(var, Some("big"), None);
+        assert_eq!(t.for_role(Role::Planner).unwrap().model, "big");
+        assert!(t.endpoint(Role::Worker).unwrap_err().contains("no model is named"));
+        // A model in the file and nothing in the environment: no endpoint to call.
+        let t = Tiers::resolve(|_: &str| None, Some("big"), None);
+        let error = t.endpoint(Role::MetaValidator).unwrap_err();
+        assert!(error.contains("`big`") && error.contains("no endpoint"), "{error}");
+    }
+
+    #[test]
+    fn the_shown_host_carries_no_credentials() {
+        let t = tiers(&[
+            ("OPENAI_BASE_URL", "https://user:pw@llm.example/v1"),
+            ("OPENAI_MODEL", "m"),
+        ]);
+        assert_eq!(t.shown(Role::Worker), "`m` at llm.example");
     }
 
     #[test]

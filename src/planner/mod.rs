@@ -36,6 +36,28 @@ impl Planner for Alternatives {
     }
 }
 
+/// The pre-written alternatives where a model could plan anew but none is
+/// configured: a run that runs out of them stops as with [`Alternatives`],
+/// saying which settings would have asked a model for a new plan.
+#[derive(Debug, Clone, Default)]
+pub struct WithoutModel {
+    /// Why no model plans (the settings to add).
+    pub why: String,
+}
+
+impl Planner for WithoutModel {
+    fn plan<'a>(&'a self, request: PlanRequest<'a>) -> BoxFuture<'a, Plan> {
+        let planned = match plan(&request) {
+            Plan::Exhausted { events, message } => Plan::Exhausted {
+                events,
+                message: format!("{message}; no new plan was asked for: {}", self.why),
+            },
+            other => other,
+        };
+        Box::pin(std::future::ready(planned))
+    }
+}
+
 /// The state and graph as the plan so far leaves them, and its events.
 struct Board<'r> {
     state: StateFile,

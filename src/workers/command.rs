@@ -428,10 +428,26 @@ fn kill_group(pid: Option<u32>) {
     }
 }
 
+/// aot's own model settings (`BRAIN_*`, `TOOL_*`; docs/llm.md): what aot
+/// calls, not what an atom's command or agent CLI should. They reach a
+/// command only when its atom's `env:` sets them; `OPENAI_*` are the shell's,
+/// which agent CLIs read as they always do.
+pub const OWN_MODEL_VARS: [&str; 6] = [
+    "BRAIN_BASE_URL",
+    "BRAIN_API_KEY",
+    "BRAIN_MODEL",
+    "TOOL_BASE_URL",
+    "TOOL_API_KEY",
+    "TOOL_MODEL",
+];
+
 /// Runs a command to its end, its timeout, or cancellation.
 pub async fn run(spec: &CommandSpec, cancel: &CancellationToken) -> CommandResult {
     let started = Instant::now();
     let mut command = Command::new("bash");
+    for name in OWN_MODEL_VARS {
+        command.env_remove(name);
+    }
     command
         .arg("-c")
         .arg(&spec.command)

@@ -45,8 +45,10 @@ const EVIDENCE_MAX: usize = 1000;
 /// on the brain tier.
 pub struct LlmValidator {
     commands: CommandValidator,
-    validator: Option<Client>,
-    meta: Option<Client>,
+    /// The tool tier's client, or why there is none.
+    validator: Result<Client, String>,
+    /// The brain tier's client, or why there is none.
+    meta: Result<Client, String>,
     kept: Option<Keeper>,
 }
 
@@ -90,8 +92,8 @@ fn read_verdict(answer: &Answer) -> Result<Option<FailureClass>, String> {
 
 impl LlmValidator {
     /// Plausible criteria judged by `validator` (tool tier), the objective's
-    /// by `meta` (brain tier); either may be missing.
-    pub fn new(validator: Option<Client>, meta: Option<Client>) -> Self {
+    /// by `meta` (brain tier); either may be missing, with why.
+    pub fn new(validator: Result<Client, String>, meta: Result<Client, String>) -> Self {
         Self {
             commands: CommandValidator,
             validator,
@@ -321,7 +323,7 @@ impl Validator for LlmValidator {
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Judgement> {
         match (criterion, &self.validator) {
-            (Criterion::Plausible { index, text }, Some(client)) => {
+            (Criterion::Plausible { index, text }, Ok(client)) => {
                 // The text as written: the criterion names it by index.
                 let text = assignment.spec.criteria.get(*index).unwrap_or(text);
                 Box::pin(self.plausible(client, *index, text, assignment, work, cancel))
@@ -334,8 +336,11 @@ impl Validator for LlmValidator {
         self.commands.base_case(run, cancel)
     }
 
-    fn judges_plausible(&self) -> bool {
-        self.validator.is_some()
+    fn plausible_judge(&self) -> Result<(), String> {
+        match &self.validator {
+            Ok(_) => Ok(()),
+            Err(why) => Err(why.clone()),
+        }
     }
 
     fn objective<'a>(
@@ -345,8 +350,8 @@ impl Validator for LlmValidator {
     ) -> BoxFuture<'a, ObjectiveJudged> {
         match &self.meta {
             _ if check.objective.criteria.is_empty() => Box::pin(std::future::ready(ObjectiveJudged::Holds)),
-            Some(client) => Box::pin(self.judge_objective(client, check, cancel)),
-            None => Box::pin(std::future::ready(ObjectiveJudged::NotJudged)),
+            Ok(client) => Box::pin(self.judge_objective(client, check, cancel)),
+            Err(why) => Box::pin(std::future::ready(ObjectiveJudged::NotJudged(why.clone()))),
         }
     }
 }

@@ -35,7 +35,9 @@ pub fn command(template: AgentTemplate) -> &'static str {
         AgentTemplate::Claude => "claude -p --output-format json --permission-mode acceptEdits",
         AgentTemplate::Codex => "codex exec --json --skip-git-repo-check --sandbox workspace-write -",
         AgentTemplate::Aider => {
-            "BROWSER=true aider --message-file /dev/stdin --yes-always --no-pretty --no-stream --no-fancy-input --no-check-update --no-show-release-notes --analytics-disable --no-suggest-shell-commands --no-auto-commits"
+            // Headless, and nothing beside the attempt's edits: no commits, no
+            // `.gitignore` entry, no history files in the tree.
+            "BROWSER=true aider --message-file /dev/stdin --yes-always --no-pretty --no-stream --no-fancy-input --no-check-update --no-show-release-notes --no-show-model-warnings --analytics-disable --no-suggest-shell-commands --no-auto-commits --no-gitignore --chat-history-file /dev/null --input-history-file /dev/null"
         }
         AgentTemplate::Goose => "goose run --instructions - --output-format json --no-session --quiet",
         AgentTemplate::Gemini => "gemini --output-format json --approval-mode auto_edit --skip-trust",

@@ -12,7 +12,7 @@ use crate::engine::roles::{Assignment, BoxFuture, Worked, Worker};
 use crate::journal::event::Event;
 use crate::model::text::with_evidence;
 use crate::model::text::{first_line, head_tail};
-use crate::state::{AgentTemplate, Atom, FailureClass, StateFile};
+use crate::state::{AgentTemplate, Atom, FailureClass};
 
 /// Runs an atom's `run` command in `bash -c`; an `agent` atom runs the agent
 /// command with its prompt on stdin, or, with no agent command but a model
@@ -26,6 +26,9 @@ pub struct CommandWorker {
     pub agent_override: Option<String>,
     /// The built-in worker, when a model is configured for the tool tier.
     pub llm: Option<Arc<LlmWorker>>,
+    /// Why there is no built-in worker (the settings to add), said by an
+    /// `agent` atom that needs one.
+    pub no_llm: Option<String>,
 }
 
 impl std::fmt::Debug for CommandWorker {
@@ -33,6 +36,7 @@ impl std::fmt::Debug for CommandWorker {
         f.debug_struct("CommandWorker")
             .field("agent_override", &self.agent_override)
             .field("llm", &self.llm.is_some())
+            .field("no_llm", &self.no_llm)
             .finish()
     }
 }
@@ -67,14 +71,22 @@ impl CommandWorker {
         let (run, template) = match (&atom.run, &atom.agent) {
             (Some(run), _) => (Self::spec(assignment, run.clone(), None), None),
             (None, Some(task)) => {
-                // The gate made sure there is one; a hand edit may have removed it since.
                 let Some((agent, template)) = self.agent_command(assignment.workers.as_ref()) else {
                     let Some(llm) = &self.llm else {
+                        // Nothing can work it: retrying changes nothing until
+                        // the settings change, so the atom is blocked.
+                        let why = self
+                            .no_llm
+                            .as_deref()
+                            .unwrap_or("no model is configured for the built-in worker");
+                        let message = format!(
+                            "no worker for this agent atom: {why}; or name an agent CLI (workers.agent.command or template in the state file, or AOT_AGENT_CMD)"
+                        );
                         return Worked::Failed {
                             class: FailureClass::Environmental,
-                            message: "no agent command: set workers.agent.command or AOT_AGENT_CMD".into(),
+                            message,
                             ended: Default::default(),
-                            blocked: None,
+                            blocked: Some("no retry works before the settings change".into()),
                         };
                     };
                     let worked = llm.work(assignment, task, cancel).await;
@@ -221,23 +233,6 @@ impl CommandWorker {
 }
 
 impl Worker for CommandWorker {
-    fn gate(&self, state: &StateFile) -> Result<(), String> {
-        let agents: Vec<&str> = state
-            .graph
-            .atoms
-            .iter()
-            .filter(|(_, a)| a.agent.is_some())
-            .map(|(id, _)| id.as_str())
-            .collect();
-        if agents.is_empty() || self.agent_command(state.workers.as_ref()).is_some() || self.llm.is_some() {
-            return Ok(());
-        }
-        Err(format!(
-            "agent atoms ({}) need a worker: set workers.agent.command in the state file or AOT_AGENT_CMD, or a model for the built-in worker (TOOL_MODEL or OPENAI_MODEL, see docs/llm.md)",
-            agents.join(", ")
-        ))
-    }
-
     fn work<'a>(&'a self, assignment: &'a Assignment, cancel: &'a CancellationToken) -> BoxFuture<'a, Worked> {
         Box::pin(self.attempt(assignment, cancel))
     }

@@ -99,6 +99,8 @@ impl GitWorkspace {
             ":(top,glob)**/.aot/**".to_string(),
             ":(top,glob)**/*.journal.jsonl".to_string(),
             ":(top,glob)**/.*.journal.jsonl.tmp-*".to_string(),
+            // An agent CLI's cache (aider's repo map), not the attempt's work.
+            ":(top,glob)**/.aider.tags.cache.v*/**".to_string(),
         ];
         own.extend(
             others

@@ -91,10 +91,6 @@ impl<W: Fn(&Event) -> bool + Send, A: FnMut() + Send> Observer for OnRecord<W, A
 struct Panics;
 
 impl Worker for Panics {
-    fn gate(&self, _: &StateFile) -> Result<(), String> {
-        Ok(())
-    }
-
     fn work<'a>(&'a self, assignment: &'a Assignment, _: &'a CancellationToken) -> BoxFuture<'a, Worked> {
         Box::pin(async move { panic!("the worker broke on {}", assignment.atom) })
     }

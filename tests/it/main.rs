@@ -1,5 +1,6 @@
 //! Integration tests: one binary, one module per area (as jj does).
 
+mod agents;
 mod align;
 mod audit;
 mod child;
@@ -17,6 +18,7 @@ mod isolation;
 mod journal;
 mod llm;
 mod memory;
+mod models;
 mod moves;
 mod polish;
 mod replan;

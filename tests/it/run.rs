@@ -320,25 +320,6 @@ graph:
 }
 
 #[test]
-fn agent_atoms_without_an_agent_command_stop_at_the_gate() {
-    let env = TestEnv::new();
-    env.write(
-        "aot.yaml",
-        &aligned("false", "graph:\n  atoms:\n    fix: { agent: do it }\n"),
-    );
-    let run = env.aot(&["start"]);
-    assert_eq!(run.code, 6, "{}", run.transcript());
-    assert!(
-        state(&env, "aot.yaml")
-            .run
-            .stop
-            .unwrap()
-            .message
-            .contains("AOT_AGENT_CMD")
-    );
-}
-
-#[test]
 fn an_unaligned_objective_stops_at_the_gate_naming_what_is_missing() {
     let env = TestEnv::new();
     env.write(
