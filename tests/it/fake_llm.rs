@@ -76,6 +76,28 @@ impl Step {
         }
     }
 
+    /// A server-sent event stream of `(event name, data)` pairs (a name of
+    /// `None` writes only `data:` lines), as streaming APIs answer; `done`
+    /// ends it with `data: [DONE]` as chat completions do.
+    #[allow(dead_code)]
+    pub fn sse(events: &[(Option<&str>, serde_json::Value)], done: bool) -> Step {
+        let mut body = String::new();
+        for (name, data) in events {
+            if let Some(name) = name {
+                body.push_str(&format!("event: {name}\n"));
+            }
+            body.push_str(&format!("data: {data}\n\n"));
+        }
+        if done {
+            body.push_str("data: [DONE]\n\n");
+        }
+        Step::Reply {
+            status: 200,
+            headers: vec![("content-type".into(), "text/event-stream".into())],
+            body,
+        }
+    }
+
     /// An HTTP error.
     pub fn status(status: u16, headers: &[(&str, &str)]) -> Step {
         Step::Reply {
@@ -89,6 +111,8 @@ impl Step {
 /// One request the server received.
 #[derive(Debug, Clone)]
 pub struct Seen {
+    /// The request line's method.
+    pub method: String,
     /// The request line's path.
     pub path: String,
     /// Header names lower-cased.
@@ -127,15 +151,29 @@ pub struct FakeLlm {
 impl FakeLlm {
     /// Starts the server with a script; requests past its end get a 500.
     pub fn start(script: Vec<Step>) -> FakeLlm {
+        let script = Mutex::new(std::collections::VecDeque::from(script));
+        FakeLlm::serve(move |_: &Seen| {
+            script.lock().expect("script").pop_front().unwrap_or(Step::Reply {
+                status: 500,
+                headers: Vec::new(),
+                body: r#"{"error": {"message": "the test's script has no more steps"}}"#.into(),
+            })
+        })
+    }
+
+    /// Starts the server answering each request with what `respond` makes
+    /// of it (for clients that send side requests, such as a title, in any
+    /// order beside the conversation).
+    pub fn serve(respond: impl Fn(&Seen) -> Step + Send + Sync + 'static) -> FakeLlm {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
         let base = format!("http://{}/v1", listener.local_addr().expect("address"));
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let script = Arc::new(Mutex::new(std::collections::VecDeque::from(script)));
-        let (seen2, script2) = (seen.clone(), script.clone());
+        let respond: Arc<dyn Fn(&Seen) -> Step + Send + Sync> = Arc::new(respond);
+        let seen2 = seen.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let (seen, script) = (seen2.clone(), script2.clone());
-                std::thread::spawn(move || serve(stream, &seen, &script));
+                let (seen, respond) = (seen2.clone(), respond.clone());
+                std::thread::spawn(move || serve(stream, &seen, respond.as_ref()));
             }
         });
         FakeLlm { base, seen }
@@ -147,7 +185,7 @@ impl FakeLlm {
     }
 }
 
-fn serve(stream: TcpStream, seen: &Mutex<Vec<Seen>>, script: &Mutex<std::collections::VecDeque<Step>>) {
+fn serve(stream: TcpStream, seen: &Mutex<Vec<Seen>>, respond_to: &(dyn Fn(&Seen) -> Step + Send + Sync)) {
     let mut reader = BufReader::new(match stream.try_clone() {
         Ok(s) => s,
         Err(_) => return,
@@ -181,18 +219,18 @@ fn serve(stream: TcpStream, seen: &Mutex<Vec<Seen>>, script: &Mutex<std::collect
         if reader.read_exact(&mut body).is_err() {
             return;
         }
-        let path = line.split_whitespace().nth(1).unwrap_or_default().to_string();
-        seen.lock().expect("requests").push(Seen {
+        let mut words = line.split_whitespace();
+        let method = words.next().unwrap_or_default().to_string();
+        let path = words.next().unwrap_or_default().to_string();
+        let request = Seen {
+            method,
             path,
             headers,
             body: serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null),
             at: Instant::now(),
-        });
-        let step = script.lock().expect("script").pop_front().unwrap_or(Step::Reply {
-            status: 500,
-            headers: Vec::new(),
-            body: r#"{"error": {"message": "the test's script has no more steps"}}"#.into(),
-        });
+        };
+        seen.lock().expect("requests").push(request.clone());
+        let step = respond_to(&request);
         if !respond(&mut stream, &mut reader, step) {
             return;
         }
@@ -217,10 +255,10 @@ fn respond(stream: &mut TcpStream, reader: &mut BufReader<TcpStream>, step: Step
             false
         }
         Step::Reply { status, headers, body } => {
-            let mut head = format!(
-                "HTTP/1.1 {status} Scripted\r\ncontent-type: application/json\r\ncontent-length: {}\r\n",
-                body.len()
-            );
+            let mut head = format!("HTTP/1.1 {status} Scripted\r\ncontent-length: {}\r\n", body.len());
+            if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-type")) {
+                head.push_str("content-type: application/json\r\n");
+            }
             for (k, v) in headers {
                 head.push_str(&format!("{k}: {v}\r\n"));
             }
