@@ -360,7 +360,7 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
             torn.line
         ));
     }
-    let mut out = std::io::stdout().lock();
+    let mut out = super::InertWriter(std::io::stdout().lock());
     if args.llm {
         let folder = ctx
             .state
@@ -419,7 +419,7 @@ fn follow(ctx: &Context, path: &Path, mut offset: u64, mut printed: u64, ggs_onl
         // Only complete lines: a record being written is read on the next change.
         let complete = pending.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
         let mut stopped = false;
-        let mut out = std::io::stdout().lock();
+        let mut out = super::InertWriter(std::io::stdout().lock());
         for line in pending[..complete].split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
             match serde_json::from_slice::<Record>(line) {
                 Ok(record) if record.seq <= printed && !matches!(record.event, Event::Compacted { .. }) => {}

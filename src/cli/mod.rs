@@ -18,20 +18,19 @@ macro_rules! outln {
     };
 }
 
-/// Prints to standard error; a failed write is ignored (there is nowhere
-/// left to report it).
+/// Prints to standard error, inert (control characters shown, never
+/// obeyed: see [`aot::model::text::inert`]); a failed write is ignored
+/// (there is nowhere left to report it).
 macro_rules! err {
     ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = write!(std::io::stderr(), $($arg)*);
+        $crate::cli::write_stderr(&format!($($arg)*));
     }};
 }
 
 /// `err!` with a line break.
 macro_rules! errln {
     ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        $crate::cli::write_stderr(&format!("{}\n", format_args!($($arg)*)));
     }};
 }
 
@@ -176,10 +175,52 @@ pub fn report_set_aside(paths: &[std::path::PathBuf], json: bool) {
 /// Writes to standard output, flushed, or says why it could not.
 pub fn write_stdout(args: std::fmt::Arguments<'_>) -> Result<(), CliError> {
     use std::io::Write as _;
+    let text = args.to_string();
     let mut out = std::io::stdout().lock();
-    out.write_fmt(args)
+    out.write_all(aot::model::text::inert(&text).as_bytes())
         .and_then(|()| out.flush())
         .map_err(CliError::writing)
+}
+
+/// A writer that makes what passes through it inert (see
+/// [`aot::model::text::inert`]): for commands that stream many lines.
+pub struct InertWriter<W: std::io::Write>(pub W);
+
+impl<W: std::io::Write> std::io::Write for InertWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match std::str::from_utf8(buf) {
+            Ok(text) => self.0.write_all(aot::model::text::inert(text).as_bytes())?,
+            // Not text (a cut sequence): control bytes shown, the rest as it is.
+            Err(_) => {
+                for byte in buf {
+                    match byte {
+                        b'\n' | b'\t' => self.0.write_all(&[*byte])?,
+                        0..=0x1f | 0x7f => self.0.write_all(format!("\\u{byte:04x}").as_bytes())?,
+                        _ => self.0.write_all(&[*byte])?,
+                    }
+                }
+            }
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+/// Writes `text` to standard error, inert; a failed write is ignored.
+pub fn write_stderr(text: &str) {
+    use std::io::Write as _;
+    let _ = std::io::stderr().write_all(aot::model::text::inert(text).as_bytes());
+}
+
+/// Writes a rendering aot styled itself (diagnostics in colour) as it is:
+/// its escapes are aot's own, and the file text inside it was made inert
+/// before it was styled.
+pub fn write_stderr_styled(text: &str) {
+    use std::io::Write as _;
+    let _ = std::io::stderr().write_all(text.as_bytes());
 }
 
 /// A failed command: printed once, then the process exits with `code`.
@@ -367,7 +408,8 @@ pub fn main() -> i32 {
         Ok(code) => code,
         Err(error) => {
             if error.rendered {
-                err!("{}", error.message);
+                // Diagnostics styled by aot, their quoted text already inert.
+                write_stderr_styled(&error.message);
             } else {
                 errln!("error: {}", error.message);
             }

@@ -1,7 +1,7 @@
 //! `aot start` and `aot step`: run the loop with live output, Ctrl-C handling
 //! and the stop reason's exit code.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -114,10 +114,11 @@ impl Observer for Printer {
         match self {
             Printer::Json => {
                 let line = serde_json::json!({ "warning": message });
-                let _ = writeln!(std::io::stdout().lock(), "{line}");
+                let _ = super::write_stdout(format_args!("{line}\n"));
             }
             Printer::Live(live) => {
-                let _ = live.bars.println(format!("warning: {}", message.trim_end()));
+                let line = format!("warning: {}", message.trim_end());
+                let _ = live.bars.println(aot::model::text::inert(&line));
             }
         }
     }
@@ -148,7 +149,7 @@ impl Observer for Printer {
         match self {
             Printer::Json => {
                 if let Ok(line) = serde_json::to_string(record) {
-                    let _ = writeln!(std::io::stdout().lock(), "{line}");
+                    let _ = super::write_stdout(format_args!("{line}\n"));
                 }
             }
             Printer::Live(live) => {
@@ -165,7 +166,7 @@ impl Observer for Printer {
                     _ => {}
                 }
                 if let Some(line) = super::log::describe(record, false) {
-                    let _ = live.bars.println(line);
+                    let _ = live.bars.println(aot::model::text::inert(&line));
                 }
                 let count = |s: AtomStatus| state.graph.atoms.values().filter(|a| a.status == s).count();
                 live.status.set_message(format!(

@@ -49,7 +49,7 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
                 if ctx.json {
                     reports.push(json!({"file": label, "valid": false, "errors": diagnostics.errors, "warnings": []}));
                 } else {
-                    err!("{}", diagnostics.render(ctx.color));
+                    super::write_stderr_styled(&diagnostics.render(ctx.color));
                 }
             }
             Err(other) => {

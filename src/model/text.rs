@@ -1,5 +1,45 @@
 //! Cutting tools' output down to what a record, a message or a prompt keeps.
 
+/// Whether `c` would be obeyed by a terminal rather than shown: C0 controls
+/// other than newline and tab (ESC among them), DEL, and the 8-bit C1 set.
+fn is_control(c: char) -> bool {
+    (c < ' ' && c != '\n' && c != '\t') || ('\u{7f}'..='\u{9f}').contains(&c)
+}
+
+/// `text` made inert for a terminal: each control character (see
+/// [`is_control`]) is written out as its escape, `\u001b` — visible, and
+/// valid inside a JSON string, so the same filter serves text and `--json`
+/// output. A title change, a screen clear or an OSC 52 clipboard write in a
+/// summary, a goal or a model's answer prints as text and does nothing.
+pub fn inert(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if is_control(c) {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// `text` with each control character (see [`is_control`]) replaced by
+/// `�`, one character for one: for text quoted with a column pointer
+/// (diagnostics), where an escape would shift the columns.
+pub fn inert_in_place(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(
+        text.chars()
+            .map(|c| if is_control(c) { '\u{fffd}' } else { c })
+            .collect(),
+    )
+}
+
 /// The first non-empty line of `text` (empty when there is none).
 pub fn first_line(text: &str) -> &str {
     text.lines().find(|l| !l.trim().is_empty()).unwrap_or("")
@@ -249,6 +289,25 @@ pub fn shell_word(word: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn inert_text_shows_every_control_a_terminal_would_obey_and_keeps_the_rest() {
+        // OSC 52 (clipboard write), a title change, a screen clear, 8-bit CSI, DEL, CR.
+        let hostile = "a\u{1b}]52;c;ZWNobyBoaQ==\u{7}b\u{1b}]0;owned\u{7}\u{1b}[2Jc\u{9b}31md\u{7f}\r";
+        let shown = inert(hostile);
+        assert!(!shown.chars().any(is_control), "{shown:?}");
+        assert_eq!(
+            shown,
+            "a\\u001b]52;c;ZWNobyBoaQ==\\u0007b\\u001b]0;owned\\u0007\\u001b[2Jc\\u009b31md\\u007f\\u000d"
+        );
+        // Newlines, tabs and every printable character (accents, CJK, emoji) stay.
+        let plain = "line 1\n\tline 2 — café 日本 🎉";
+        assert!(matches!(inert(plain), std::borrow::Cow::Borrowed(_)));
+        // What JSON output becomes is still JSON, and says the same.
+        let json = serde_json::to_string(&serde_json::json!({"s": hostile})).unwrap();
+        let back: serde_json::Value = serde_json::from_str(&inert(&json)).unwrap();
+        assert_eq!(back["s"], hostile);
+    }
 
     #[test]
     fn a_headline_names_the_failed_test_rather_than_a_banner() {

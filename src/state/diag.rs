@@ -96,9 +96,25 @@ impl Diagnostics {
     /// `color` uses ANSI styles. Linear in the size of the file.
     pub fn render(&self, color: bool) -> String {
         let renderer = if color { Renderer::styled() } else { Renderer::plain() };
-        let lines: Vec<&str> = self.source.as_deref().map(|s| s.lines().collect()).unwrap_or_default();
+        // The file's text, and what a model wrote into it, is quoted inert
+        // (a control character shows as `�`, column for column): the
+        // rendering is written as it is, with its own styles.
+        let source = self.source.as_deref().map(crate::model::text::inert_in_place);
+        let lines: Vec<&str> = source.as_deref().map(|s| s.lines().collect()).unwrap_or_default();
         let mut out = String::new();
         for d in self.errors.iter().take(RENDERED_MAX) {
+            let d = &Diagnostic {
+                message: crate::model::text::inert_in_place(&d.message).into_owned(),
+                help: d
+                    .help
+                    .as_deref()
+                    .map(|h| crate::model::text::inert_in_place(h).into_owned()),
+                field: d
+                    .field
+                    .as_deref()
+                    .map(|f| crate::model::text::inert_in_place(f).into_owned()),
+                ..d.clone()
+            };
             out.push_str(&self.render_one(d, &renderer, &lines));
             out.push('\n');
         }

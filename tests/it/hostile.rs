@@ -436,3 +436,45 @@ fn a_secret_in_aot_environment_is_never_recorded() {
     assert!(state.contains("token is [redacted]"), "{state}");
     assert!(seen >= 2, "the redacted text is in the file and its journal");
 }
+
+#[test]
+fn control_sequences_from_a_goal_or_a_summary_print_as_visible_text_never_obeyed() {
+    let env = TestEnv::new();
+    // The goal written with YAML escapes (a title change, 8-bit CSI); the
+    // summary printed by the atom carries OSC 52, which writes the clipboard.
+    env.write(
+        "aot.yaml",
+        &format!(
+            "{}    used:\n      run: \"printf 'summary: copied \\\\033]52;c;cHduZWQ=\\\\007 a \\\\302\\\\2331m b\\\\n' && touch used.done\"\n",
+            HEAD.replace("goal: g", "goal: \"g \\e]0;owned\\a \\x9b2J\"")
+        ),
+    );
+    let run = env.aot(&["start"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    let obeyed = |text: &str| text.chars().any(|c| c == '\u{1b}' || c == '\u{7}' || c == '\u{9b}');
+    for args in [&["status"][..], &["log"], &["status", "--all"], &["start"]] {
+        let shown = env.aot(args);
+        assert!(
+            !obeyed(&shown.stdout) && !obeyed(&shown.stderr),
+            "{args:?}:\n{:?}",
+            shown.transcript()
+        );
+    }
+    let status = env.aot(&["status"]);
+    assert!(
+        status.stdout.contains("\\u001b]52;c;cHduZWQ=\\u0007"),
+        "{}",
+        status.stdout
+    );
+    assert!(status.stdout.contains("\\u001b]0;owned\\u0007"), "{}", status.stdout);
+    // --json escapes them as JSON does, and says exactly what was there.
+    let json = env.aot(&["--json", "status"]);
+    assert!(!obeyed(&json.stdout), "{:?}", json.stdout);
+    let value: serde_json::Value = serde_json::from_str(&json.stdout).expect("status --json is JSON");
+    assert!(value.to_string().contains("\\u001b]52"), "{value}");
+    assert!(
+        json.stdout.contains("\\u009b"),
+        "the 8-bit CSI is escaped in JSON too:\n{}",
+        json.stdout
+    );
+}
