@@ -237,7 +237,7 @@ impl WorkGraph {
             choice_points: BTreeSet::new(),
             roots: Vec::new(),
             closed: 0,
-            max_attempts: 1 + state.objective.constraints.max_retries(),
+            max_attempts: state.objective.constraints.max_retries().saturating_add(1),
             alternatives_total,
         };
         // A currently chosen alternative counts as tried even without a trail entry.

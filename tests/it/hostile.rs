@@ -478,3 +478,19 @@ fn control_sequences_from_a_goal_or_a_summary_print_as_visible_text_never_obeyed
         json.stdout
     );
 }
+
+#[test]
+fn the_largest_max_retries_is_a_bound_not_an_overflow() {
+    // Found by the fuzzer: `max_retries: 4294967295` overflowed `1 + max_retries`.
+    let env = TestEnv::new();
+    env.write(
+        "aot.yaml",
+        &format!(
+            "{}    used:\n      run: touch used.done\n",
+            HEAD.replace("max_retries: 0", "max_retries: 4294967295")
+        ),
+    );
+    let run = env.aot(&["start"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    assert_eq!(env.aot(&["status"]).code, 0);
+}
