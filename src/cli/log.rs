@@ -253,12 +253,12 @@ pub fn describe(record: &Record, verbose: bool) -> Option<String> {
             first_line(evidence)
         ),
         Event::WorkspaceRecovered { changes, kept } if kept.is_empty() => format!(
-            "  ↶ put back what a killed run's attempt had changed: {changes} (its tree is {} in git)",
-            changes.after
+            "  ↶ took back a landing a kill interrupted before it was recorded: {changes} (what it wrote is {} in git)",
+            changes.before
         ),
         Event::WorkspaceRecovered { changes, kept } => format!(
-            "  ↶ put back what a killed run's attempt had changed: {changes} (its tree is {} in git), but for {}: changed after the run was last alive, they stay as they are",
-            changes.after,
+            "  ↶ took back a landing a kill interrupted before it was recorded: {changes} (what it wrote is {} in git), but for {}: you changed them since, they stay as you have them",
+            changes.before,
             kept.join(", ")
         ),
         Event::RunPaused {} if verbose => "aot: paused after one iteration".to_string(),

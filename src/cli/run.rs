@@ -470,11 +470,8 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
     }
     let mut store = Store::new(&ctx.state, clock.clone());
     let _runner = store::acquire_runner(store.paths(), std::process::id())?;
-    // When the last runner of this file was last alive, read before this one's heartbeat.
-    let alive = store.paths().alive.clone();
-    let last_alive = std::fs::metadata(&alive).and_then(|m| m.modified()).ok();
-    // A killed run's workers may still run and write; stop them before
-    // anything reads or restores the tree.
+    // A killed run's workers may still run and write (in their copies);
+    // stop them before the copies are removed.
     let absolute = std::path::absolute(&ctx.state).unwrap_or_else(|_| ctx.state.clone());
     let orphans = aot::workers::command::reap_orphans(&absolute);
     if orphans > 0 {
@@ -539,18 +536,7 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
                 }
             }
         });
-        // Files changed after the killed run died are the user's, unless it
-        // left workers running: then they may be its attempt's too.
-        roles.workspace = workspace(&ctx.state, &state, &options, last_alive, orphans > 0).await;
-        // The heartbeat: after a kill, the next start tells this run's
-        // changes from those made after it died.
-        tokio::spawn(async move {
-            let mut beat = tokio::time::interval(std::time::Duration::from_secs(1));
-            loop {
-                beat.tick().await;
-                let _ = tokio::fs::write(&alive, b"").await;
-            }
-        });
+        roles.workspace = workspace(&ctx.state, &state, &options).await;
         let engine = Engine::new(&mut store, state, clock, options, roles, &mut printer, cancel);
         engine.run().await
     });
@@ -578,13 +564,7 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
 
 /// Isolation for the run: git inside a git work tree unless the file says
 /// `isolation: none`; said once when it is off for lack of a work tree.
-async fn workspace(
-    path: &std::path::Path,
-    state: &StateFile,
-    options: &Options,
-    last_alive: Option<std::time::SystemTime>,
-    left_running: bool,
-) -> Option<Arc<dyn Workspace>> {
+async fn workspace(path: &std::path::Path, state: &StateFile, options: &Options) -> Option<Arc<dyn Workspace>> {
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     let others: Vec<std::path::PathBuf> = options.memory.iter().cloned().chain(own_outputs()).collect();
     let folder = absolute
@@ -594,11 +574,23 @@ async fn workspace(
         // An earlier isolated run's marks must not outlive this run's work:
         // a later isolated start would put the tree back to before it.
         if let Ok(Some(workspace)) = GitWorkspace::discover(&absolute, &others).await {
-            match workspace.stand_down().await {
-                Ok(true) => errln!(
-                    "aot: a killed run left an attempt's changes in {folder}; with `isolation: none` they stay as they are"
-                ),
-                Ok(false) => {}
+            let landed: Vec<(String, u32)> = state
+                .bindings
+                .iter()
+                .map(|(atom, b)| (atom.to_string(), b.attempt))
+                .collect();
+            match workspace.stand_down(&landed).await {
+                Ok(settled) => {
+                    for interrupted in settled {
+                        errln!(
+                            "aot: a kill interrupted the landing of `{}` (attempt {}): {} ({})",
+                            interrupted.atom,
+                            interrupted.attempt,
+                            if interrupted.finished { "finished" } else { "taken back" },
+                            interrupted.changes
+                        );
+                    }
+                }
                 Err(error) => errln!(
                     "aot: could not clear what an earlier isolated run left in git: {}",
                     error.message.lines().next().unwrap_or_default()
@@ -610,13 +602,11 @@ async fn workspace(
     match GitWorkspace::discover(&absolute, &others).await {
         Ok(Some(workspace)) => {
             let per_atom = state.objective.constraints.commit() == CommitPolicy::PerAtom;
-            Some(Arc::new(
-                workspace.committing(per_atom).last_alive(last_alive, left_running),
-            ))
+            Some(Arc::new(workspace.committing(per_atom)))
         }
         Ok(None) => {
             errln!(
-                "aot: isolation: none — {folder} is not in a git work tree, so what attempts change stays even when they fail (`git init` to isolate them; `isolation: none` says this is meant)"
+                "aot: isolation: none — {folder} is not in a git work tree, so what attempts change stays even when they fail, and your edits made while they run are not protected (`git init` to isolate them; `isolation: none` says this is meant)"
             );
             None
         }

@@ -469,12 +469,6 @@ impl<'a> Engine<'a> {
             let message = format!("aot: undo {atom} (its branch was given up)");
             match workspace.undo(&changes, &message).await {
                 Ok((undone, kept)) => {
-                    if !undone.left.is_empty() {
-                        self.observer.warn(&format!(
-                            "undoing `{atom}`'s changes left {} as you have them: you changed them during the run",
-                            undone.left.join(", ")
-                        ));
-                    }
                     if let Some(note) = &undone.note {
                         self.observer
                             .warn(&format!("undoing `{atom}`'s changes; committing the undo: {note}"));
@@ -508,7 +502,8 @@ impl<'a> Engine<'a> {
         let Some(workspace) = self.roles.workspace.clone() else {
             return Ok(());
         };
-        match workspace.open().await {
+        let journaled = self.journaled_landings();
+        match workspace.open(&journaled).await {
             Ok(recovered) => {
                 if recovered.copies > 0 {
                     self.observer.warn(&format!(
@@ -517,43 +512,8 @@ impl<'a> Engine<'a> {
                         if recovered.copies == 1 { "y" } else { "ies" }
                     ));
                 }
-                if let Some(changes) = recovered.changes {
-                    self.observer.warn(&if recovered.left {
-                        format!(
-                            "a killed run left an attempt's changes in the work tree ({changes}); commits were made since, so the files are left as they are (what had landed is {} in git)",
-                            changes.before
-                        )
-                    } else if recovered.kept.is_empty() {
-                        format!(
-                            "a killed run left an attempt's changes in the work tree ({changes}); the files are back as they were before it (its tree is {} in git)",
-                            changes.after
-                        )
-                    } else {
-                        format!(
-                            "a killed run left an attempt's changes in the work tree ({changes}); the files are back as they were before it (its tree is {} in git), but for {}: changed after the run was last alive (by you), they stay as they are",
-                            changes.after,
-                            recovered.kept.join(", ")
-                        )
-                    });
-                    if !recovered.maybe_yours.is_empty() {
-                        self.observer.warn(&format!(
-                            "of those, {} changed after the killed run was last alive — by you, or by the workers it had left running, so they were put back too; `git checkout {} -- {}` brings them back as they were",
-                            recovered.maybe_yours.join(", "),
-                            changes.after,
-                            recovered
-                                .maybe_yours
-                                .iter()
-                                .map(|p| crate::model::text::shell_word(p))
-                                .collect::<Vec<_>>()
-                                .join(" ")
-                        ));
-                    }
-                    if !recovered.left {
-                        self.record(vec![Event::WorkspaceRecovered {
-                            changes,
-                            kept: recovered.kept,
-                        }])?;
-                    }
+                for interrupted in recovered.landings {
+                    self.interrupted_landing(interrupted)?;
                 }
             }
             Err(error) => {
@@ -583,6 +543,48 @@ impl<'a> Engine<'a> {
         Ok(())
     }
 
+    /// The landings the journal holds, by atom and attempt: a solved atom's
+    /// binding names the attempt that landed.
+    fn journaled_landings(&self) -> Vec<(String, u32)> {
+        self.state
+            .bindings
+            .iter()
+            .map(|(atom, binding)| (atom.to_string(), binding.attempt))
+            .collect()
+    }
+
+    /// Says how a landing a kill interrupted was settled, and journals one
+    /// that was taken back (its atom runs again).
+    fn interrupted_landing(&mut self, interrupted: crate::engine::roles::Interrupted) -> Result<(), EngineError> {
+        let crate::engine::roles::Interrupted {
+            atom,
+            attempt,
+            finished,
+            changes,
+            kept,
+        } = interrupted;
+        let yours = if kept.is_empty() {
+            String::new()
+        } else {
+            format!("; {} you changed since stay as you have them", kept.join(", "))
+        };
+        if finished {
+            if !changes.is_empty() {
+                self.observer.warn(&format!(
+                    "a kill interrupted the landing of `{atom}` (attempt {attempt}), which the run had recorded: finished ({changes}){yours}"
+                ));
+            }
+            return Ok(());
+        }
+        self.observer.warn(&format!(
+            "a kill interrupted the landing of `{atom}` (attempt {attempt}) before the run recorded it: taken back ({changes}), and `{atom}` runs again{yours}"
+        ));
+        if !changes.is_empty() || !kept.is_empty() {
+            self.record(vec![Event::WorkspaceRecovered { changes, kept }])?;
+        }
+        Ok(())
+    }
+
     /// Runs the loop until a stop reason (or one iteration, for `aot step`).
     pub async fn run(mut self) -> Result<Ended, EngineError> {
         self.open_memory().await;
@@ -595,7 +597,8 @@ impl<'a> Engine<'a> {
             dreamer.abort();
         }
         if let Some(workspace) = self.roles.workspace.clone() {
-            workspace.close().await;
+            let journaled = self.journaled_landings();
+            workspace.close(&journaled).await;
         }
         // Every Megram of the run is written before the run reports its end.
         self.close_memory().await;

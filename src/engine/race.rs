@@ -31,7 +31,7 @@ impl Engine<'_> {
                 }
                 d.race_claims.insert(alt.clone(), claim.clone());
                 let token = self.cancel.child_token();
-                if self.start(d, &alt, token.clone(), false)? {
+                if self.start(d, &alt, token.clone())? {
                     d.races.entry(group.clone()).or_default().insert(alt, token);
                 }
             }

@@ -589,7 +589,7 @@ pub struct Place {
     pub id: u64,
     /// The user's tree's top folder.
     pub top: PathBuf,
-    /// The copy's top folder; `None`: the attempt works in the user's tree.
+    /// The copy's top folder (`None` only for a place without a copy).
     pub copy: Option<PathBuf>,
 }
 
@@ -619,9 +619,6 @@ pub struct Landed {
     pub commit: Option<String>,
     /// Why no commit was made though one was asked for.
     pub note: Option<String>,
-    /// Files the user changed during the run in ways that do not merge with
-    /// what landed: left as the user has them (the landed version is in git).
-    pub left: Vec<String>,
 }
 
 /// How an attempt's changes landed in the user's tree.
@@ -629,46 +626,68 @@ pub struct Landed {
 pub enum Landing {
     /// They are there now.
     Landed(Landed),
-    /// They conflict with work that landed first: the attempt fails.
+    /// They conflict with work that landed first, or with the user's edits
+    /// made while the attempt ran: the attempt fails, nothing is written.
     Conflict {
         /// The files both changed, with why they do not merge.
         files: Vec<String>,
     },
 }
 
-/// What a run's start found of a run killed mid-attempt.
+/// What a run's start found of a run that was killed.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Recovered {
-    /// The files the killed attempt had changed, now as they were before it.
-    pub changes: Option<Changes>,
     /// Copies of the tree it left that were removed.
     pub copies: usize,
-    /// The files were left as they are: commits were made since the kill,
-    /// so the tree is the user's now.
-    pub left: bool,
-    /// Files left as they are though the killed attempt may have changed
-    /// them: they were modified after the killed run was last alive.
+    /// Landings the kill interrupted, settled.
+    pub landings: Vec<Interrupted>,
+}
+
+/// A landing a kill interrupted, settled by the next start from its
+/// write-ahead record: finished when the run had journaled it, else taken
+/// back (the atom runs again) — never applied twice.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Interrupted {
+    /// Whose landing it was.
+    pub atom: AtomId,
+    /// Which attempt.
+    pub attempt: u32,
+    /// Finished (`true`) or taken back.
+    pub finished: bool,
+    /// What settling it changed in the user's tree.
+    pub changes: Changes,
+    /// Files the user changed since: left as they are.
     pub kept: Vec<String>,
-    /// Files modified after the killed run was last alive but put back all
-    /// the same, since it had left workers running: maybe the user's.
-    pub maybe_yours: Vec<String>,
 }
 
 /// Isolates attempts: what an attempt changes reaches the user's tree only
 /// when it succeeds; what fails, is cancelled or loses a race leaves nothing.
 pub trait Workspace: Send + Sync {
-    /// Before a run: puts back what a killed run left (the tree as it was
-    /// before the killed attempt, no stray copies), then takes the tree as it
-    /// is as the starting point.
-    fn open(&self) -> BoxFuture<'_, Result<Recovered, String>>;
+    /// Before a run: settles a landing a kill interrupted (finished when
+    /// `landed` — the landings the journal holds, by atom and attempt —
+    /// has it, else taken back), removes stray copies, then takes the tree
+    /// as it is as the starting point.
+    fn open<'a>(&'a self, landed: &'a [(String, u32)]) -> BoxFuture<'a, Result<Recovered, String>>;
 
-    /// A place for one attempt: the user's tree when `in_place` (one attempt
-    /// at a time), otherwise a copy of the tree as landed so far.
-    fn enter(&self, in_place: bool) -> BoxFuture<'_, Result<Place, String>>;
+    /// A place for one attempt: a copy of the tree as landed so far, the
+    /// user's edits made meanwhile taken in.
+    fn enter(&self) -> BoxFuture<'_, Result<Place, String>>;
 
     /// The attempt succeeded: its changes land in the user's tree, merged
-    /// with what landed since it began. `message` describes the work.
-    fn land<'a>(&'a self, place: &'a Place, message: &'a str) -> BoxFuture<'a, Result<Landing, String>>;
+    /// with what landed since it began and with the user's files as they are
+    /// now. `message` describes the work; `atom` and `attempt` name it in
+    /// the landing's write-ahead record.
+    fn land<'a>(
+        &'a self,
+        place: &'a Place,
+        message: &'a str,
+        atom: &'a str,
+        attempt: u32,
+    ) -> BoxFuture<'a, Result<Landing, String>>;
+
+    /// The run has journaled the landing of `place`: its write-ahead record
+    /// goes.
+    fn settle(&self, place: u64) -> BoxFuture<'_, ()>;
 
     /// The attempt failed or was cancelled: its changes are discarded (their
     /// tree stays in git's object store). `keep`: a copy stays for
@@ -688,8 +707,10 @@ pub trait Workspace: Send + Sync {
         message: &'a str,
     ) -> BoxFuture<'a, Result<(Landed, Vec<String>), String>>;
 
-    /// After a run: copies removed, the user's tree as landed.
-    fn close(&self) -> BoxFuture<'_, ()>;
+    /// After a run: copies removed (the user's tree is as the run left it);
+    /// a landing whose task was stopped before the run took it in is
+    /// settled as [`Workspace::open`] would (`landed`: the journal's).
+    fn close<'a>(&'a self, landed: &'a [(String, u32)]) -> BoxFuture<'a, ()>;
 }
 
 /// The implementations a run uses, wired by the binary.

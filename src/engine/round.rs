@@ -140,8 +140,9 @@ pub(super) enum Attempted {
 /// What isolation did with an attempt's changes.
 #[derive(Debug)]
 pub(super) enum Isolated {
-    /// They landed in the user's tree.
-    Landed(Landed),
+    /// They landed in the user's tree (from this place: its write-ahead
+    /// record goes once the landing is journaled).
+    Landed(Landed, u64),
     /// They were discarded; a copy of the tree may have been kept.
     Discarded { changes: Changes, kept: Option<PathBuf> },
     /// The workspace failed to settle them (the user is told).
@@ -172,22 +173,15 @@ pub(super) struct Dispatch {
     pub cancelled: Vec<AtomId>,
     /// The base-case check running while atoms run.
     pub verification: Option<Verification>,
-    /// The attempt working in the user's tree itself (with isolation): the
-    /// base case is not checked on its half-done work.
-    pub in_place: Option<AtomId>,
     /// Nothing more is started: the run completed, hit its iteration
     /// limit, or (`aot step`) took in its first results.
     pub halted: bool,
 }
 
 impl Dispatch {
-    /// Starts an attempt on a task of its own; with isolation, in the user's
-    /// tree when `in_place`, else in a copy.
+    /// Starts an attempt on a task of its own; with isolation, in a copy.
     pub fn spawn(&mut self, roles: &Roles, assignment: Assignment, cancel: CancellationToken, place: Placing) {
         let atom = assignment.atom.clone();
-        if place.in_place && roles.workspace.is_some() {
-            self.in_place = Some(atom.clone());
-        }
         let task = self.running.spawn(isolated(roles.clone(), assignment, cancel, place));
         self.tasks.insert(task.id(), atom.clone());
         self.in_flight.insert(atom);
@@ -214,9 +208,6 @@ impl Dispatch {
             }
         };
         self.in_flight.remove(&atom);
-        if self.in_place.as_ref() == Some(&atom) {
-            self.in_place = None;
-        }
         Some((atom, attempted, isolated))
     }
 
@@ -232,8 +223,6 @@ pub(super) type RaceClaim = std::sync::Arc<tokio::sync::Mutex<bool>>;
 /// Where an attempt is to work, with isolation.
 #[derive(Debug, Clone)]
 pub(super) struct Placing {
-    /// In the user's tree (one attempt at a time), else in a copy.
-    pub in_place: bool,
     /// A failed attempt's tree is kept for inspection (`--keep-failed`).
     pub keep_failed: bool,
     /// For a speculative racer: its race's claim (only the winner lands).
@@ -248,7 +237,7 @@ async fn isolated(roles: Roles, mut assignment: Assignment, cancel: Cancellation
         let (atom, attempted) = attempt(roles, assignment, cancel).await;
         return (atom, attempted, None);
     };
-    let place = match workspace.enter(placing.in_place).await {
+    let place = match workspace.enter().await {
         Ok(place) => place,
         Err(error) => {
             let failed = Attempted::Failed {
@@ -269,6 +258,7 @@ async fn isolated(roles: Roles, mut assignment: Assignment, cancel: Cancellation
         let _ = tokio::fs::create_dir_all(&assignment.cwd).await;
     }
     let label = format!("aot: {} (attempt {})", assignment.atom, assignment.attempt);
+    let number = assignment.attempt;
     let keep = format!("{}-{}", assignment.atom, assignment.attempt);
     let read_only = assignment.spec.read_only;
     let (atom, attempted) = attempt(roles, assignment, cancel).await;
@@ -303,19 +293,32 @@ async fn isolated(roles: Roles, mut assignment: Assignment, cancel: Cancellation
                 Some(line) => format!("{label}: {}", cut(line, 200)),
                 None => label,
             };
-            match workspace.land(&place, &message).await {
+            // Detached from the attempt's task: a landing, once begun, is
+            // never dropped half way (a stop waits for it).
+            let landing = {
+                let (workspace, place, message, atom) =
+                    (workspace.clone(), place.clone(), message.clone(), atom.clone());
+                tokio::spawn(async move { workspace.land(&place, &message, &atom, number).await })
+            };
+            let landing = landing
+                .await
+                .unwrap_or_else(|e| Err(format!("the landing's task ended abnormally: {e}")));
+            match landing {
                 Ok(Landing::Landed(landed)) => {
                     if let Some(won) = claim.as_deref_mut() {
                         *won = true;
                     }
-                    (Attempted::Solved { summary, output }, Some(Isolated::Landed(landed)))
+                    (
+                        Attempted::Solved { summary, output },
+                        Some(Isolated::Landed(landed, place.id)),
+                    )
                 }
                 Ok(Landing::Conflict { files }) => {
                     discard(Attempted::Failed {
                         class: FailureClass::Logical,
                         criterion: Criterion::Merge,
                         message: format!(
-                            "its changes conflict with work that landed while it ran: {}",
+                            "its changes conflict with work that landed, or with your edits, while it ran: {}",
                             files.join(", ")
                         ),
                         ended: Ended {
@@ -440,20 +443,18 @@ impl Engine<'_> {
     /// work is cancelled and nothing more starts.
     pub(super) async fn round(&mut self) -> Result<Round, EngineError> {
         let parallel = self.state.objective.constraints.max_parallel_agents().max(1) as usize;
-        let max_attempts = 1 + self.state.objective.constraints.max_retries();
+        let max_attempts = self.state.objective.constraints.max_retries().saturating_add(1);
         let eager = self.state.objective.constraints.verify() == VerifyPolicy::EveryIteration;
         let mut d = Dispatch::default();
         self.round_cancel = self.cancel.child_token();
         self.attempt_tokens.clear();
         self.interrupted.clear();
         loop {
-            // The check of what came in starts before new work: with
-            // isolation, work that runs alone runs in the user's tree, where
-            // the check must not see it half done (it waits for the check).
+            // The check of what came in starts before new work (work that
+            // would run alone waits for it: a chain halts at once).
             if eager
                 && d.round.unchecked
                 && d.verification.is_none()
-                && d.in_place.is_none()
                 && !d.halted
                 && !self.cancel.is_cancelled()
                 && !self.state.control.stop_requested
@@ -592,7 +593,6 @@ impl Engine<'_> {
         d: &mut Dispatch,
         atom: &AtomId,
         cancel: CancellationToken,
-        in_place: bool,
     ) -> Result<bool, EngineError> {
         let attempt = self.state.graph.atoms.get(atom).map_or(0, |a| a.attempts) + 1;
         self.record(vec![Event::AtomStarted {
@@ -604,7 +604,6 @@ impl Engine<'_> {
         };
         self.attempt_tokens.insert(atom.clone(), cancel.clone());
         let placing = super::round::Placing {
-            in_place,
             keep_failed: self.options.keep_failed,
             race: d.race_claims.get(atom).cloned(),
         };
@@ -612,10 +611,11 @@ impl Engine<'_> {
         Ok(true)
     }
 
-    /// Dispatches ready atoms up to `parallel` in flight. With isolation an
-    /// attempt works in the user's tree when it is the only one to run (a
-    /// chain, a retry), after the check of what came before; atoms that run
-    /// side by side work in copies, while a check runs too.
+    /// Dispatches ready atoms up to `parallel` in flight. With isolation,
+    /// each works in a copy; one that is the only one to run (a chain, a
+    /// retry) starts after the check of what came before, so that a goal
+    /// reached halts the run before more work starts and each check ends an
+    /// iteration.
     fn dispatch_ready(&mut self, d: &mut Dispatch, parallel: usize) -> Result<(), EngineError> {
         while d.in_flight.len() < parallel && d.round.failures.is_empty() {
             let next: Vec<AtomId> = self
@@ -630,12 +630,11 @@ impl Engine<'_> {
             };
             let alone = next.len() == 1 && d.in_flight.is_empty();
             if alone && d.verification.is_some() && self.roles.workspace.is_some() {
-                // It would work in the user's tree while the check reads it:
-                // it starts once the check has said the goal does not hold.
+                // It starts once the check has said the goal does not hold.
                 return Ok(());
             }
             let cancel = self.round_cancel.child_token();
-            self.start(d, &atom, cancel, alone)?;
+            self.start(d, &atom, cancel)?;
         }
         Ok(())
     }
@@ -684,12 +683,16 @@ impl Engine<'_> {
             }
             Attempted::Solved { summary, output } => {
                 let changes = match &isolated {
-                    Some(Isolated::Landed(landed)) if !landed.changes.is_empty() => {
+                    Some(Isolated::Landed(landed, _)) if !landed.changes.is_empty() => {
                         Some(landed.changes.listing(BINDING_FILES))
                     }
                     _ => None,
                 };
-                self.record_isolated(&atom, attempt, isolated)?;
+                let settle = match &isolated {
+                    Some(Isolated::Landed(_, place)) => Some(*place),
+                    _ => None,
+                };
+                let landed = self.isolated_event(&atom, attempt, isolated);
                 let binding = Binding {
                     // A worker's text is bounded and cleaned here, whatever the worker.
                     summary: cut(&redact(&summary, &self.options.secrets), SUMMARY_MAX),
@@ -700,7 +703,15 @@ impl Engine<'_> {
                     changes,
                 };
                 self.race_won(d, &atom)?;
-                self.record(self.graph.solve(&atom, binding))?;
+                // The landing and the solve in one record: a start after a
+                // kill finishes a landing whose atom is solved, and takes
+                // back one whose atom is not (it runs again).
+                let mut events: Vec<Event> = landed.into_iter().collect();
+                events.extend(self.graph.solve(&atom, binding));
+                self.record(events)?;
+                if let (Some(place), Some(workspace)) = (settle, self.roles.workspace.clone()) {
+                    tokio::spawn(async move { workspace.settle(place).await });
+                }
                 d.round.finished.push((atom, Finish::Solved));
             }
             Attempted::Failed {
@@ -774,18 +785,20 @@ impl Engine<'_> {
         attempt: u32,
         isolated: Option<Isolated>,
     ) -> Result<(), EngineError> {
+        if let Some(event) = self.isolated_event(atom, attempt, isolated) {
+            self.record(vec![event])?;
+        }
+        Ok(())
+    }
+
+    /// The record of what isolation did with an attempt's changes (none
+    /// when nothing changed); a landing is remembered for a backtrack's undo.
+    fn isolated_event(&mut self, atom: &AtomId, attempt: u32, isolated: Option<Isolated>) -> Option<Event> {
         let event = match isolated {
-            Some(Isolated::Landed(landed)) if !landed.changes.is_empty() => {
+            Some(Isolated::Landed(landed, _)) if !landed.changes.is_empty() => {
                 if let Some(note) = &landed.note {
                     self.observer
                         .warn(&format!("`{atom}`'s changes landed; committing them: {note}"));
-                }
-                if !landed.left.is_empty() {
-                    self.observer.warn(&format!(
-                        "`{atom}`'s changes to {} were not written: you changed the same lines during the run, and your version stays (aot's is in git: `git show {}:PATH`)",
-                        landed.left.join(", "),
-                        landed.changes.after
-                    ));
                 }
                 self.landed.insert(atom.clone(), landed.changes.clone());
                 Event::ChangesLanded {
@@ -805,14 +818,13 @@ impl Engine<'_> {
             }
             Some(Isolated::Unsettled(why)) => {
                 self.observer.warn(&format!(
-                    "`{atom}` attempt {attempt}: {why}; the work tree may hold what it changed"
+                    "`{atom}` attempt {attempt}: {why}; your work tree is as it was (the attempt worked in a copy)"
                 ));
-                return Ok(());
+                return None;
             }
-            _ => return Ok(()),
+            _ => return None,
         };
-        self.record(vec![event])?;
-        Ok(())
+        Some(event)
     }
 
     /// Records a failed attempt: one more try when `retry`, else the atom

@@ -258,12 +258,13 @@ pub enum Event {
         /// The commit made of the undo (`constraints.commit: per_atom`).
         commit: Option<String>,
     },
-    /// A run's start put back the files a killed run's attempt had changed.
+    /// A run's start took back a landing a kill had interrupted before the
+    /// run recorded it (records of older versions: put back what a killed
+    /// attempt had changed in place).
     WorkspaceRecovered {
-        /// What the killed attempt had changed (`after`: its tree, still in git).
+        /// What taking it back changed (`before`: what the landing wrote, still in git).
         changes: Changes,
-        /// Of those, the files left as they are: modified after the killed
-        /// run was last alive (by the user; a start that found workers of the killed run still running keeps none).
+        /// Files left as they are: the user changed them after the landing.
         kept: Vec<String>,
     },
     /// The planner added atoms after a GGS decision, when no written

@@ -37,9 +37,6 @@ pub struct Paths {
     pub runner: PathBuf,
     /// The `.aot/` folder beside the state file.
     pub aot_dir: PathBuf,
-    /// Touched every second while a loop runs, under `.aot/`: after a kill,
-    /// its time says when the runner was last alive.
-    pub alive: PathBuf,
 }
 
 impl Paths {
@@ -56,7 +53,6 @@ impl Paths {
             journal: journal::path_for(state),
             lock: aot_dir.join(format!("{name}.lock")),
             runner: aot_dir.join(format!("{name}.runner")),
-            alive: aot_dir.join(format!("{name}.alive")),
             aot_dir,
         }
     }

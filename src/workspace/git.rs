@@ -323,6 +323,125 @@ impl Git {
         Ok(out)
     }
 
+    /// What is at each of `paths` in the work tree at `dir`, as a tree entry:
+    /// (mode, blob) — the blob written to the object store — or `None`.
+    pub async fn entries_in(&self, dir: &Path, paths: &[&str]) -> Result<Vec<Entry>, GitError> {
+        let blobs = self.hash_files(dir, paths).await?;
+        let mut entries = Vec::with_capacity(paths.len());
+        for (path, blob) in paths.iter().zip(blobs) {
+            let entry = match blob {
+                Some(blob) => {
+                    let mode = match tokio::fs::symlink_metadata(dir.join(path)).await {
+                        Ok(m) if m.is_symlink() => "120000",
+                        Ok(m) if std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0 => "100755",
+                        _ => "100644",
+                    };
+                    Some((mode.to_string(), blob))
+                }
+                None => None,
+            };
+            entries.push(entry);
+        }
+        Ok(entries)
+    }
+
+    /// Makes each of `entries` so in the work tree at `dir`, one file at a
+    /// time and each whole: written beside its place and renamed over it, so
+    /// a kill leaves every file as it was or as it is meant to be, never
+    /// half written. `None` removes the file (folders stay).
+    pub async fn write_whole(&self, dir: &Path, entries: &[(String, Entry)]) -> Result<(), GitError> {
+        for (path, entry) in entries {
+            let full = dir.join(path);
+            let Some((mode, blob)) = entry else {
+                remove_file(dir, path).await;
+                continue;
+            };
+            // A submodule is its own repository: aot does not write into it.
+            if mode == "160000" {
+                continue;
+            }
+            let bytes = self.run(&self.top, &["cat-file", "blob", blob]).await?;
+            let parent = full.parent().unwrap_or(dir).to_path_buf();
+            let name = full
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let temp = parent.join(format!(
+                ".{name}.aot-{}-{}",
+                std::process::id(),
+                self.counter.fetch_add(1, Ordering::Relaxed)
+            ));
+            let mode = mode.clone();
+            let written = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+                use std::os::unix::fs::PermissionsExt;
+                // A file standing where a folder must go is replaced, and the reverse.
+                let mut ancestor = parent.as_path();
+                let mut blocking = None;
+                while let Ok(m) = std::fs::symlink_metadata(ancestor) {
+                    if m.is_dir() {
+                        break;
+                    }
+                    blocking = Some(ancestor.to_path_buf());
+                    match ancestor.parent() {
+                        Some(up) => ancestor = up,
+                        None => break,
+                    }
+                }
+                if let Some(file) = blocking {
+                    std::fs::remove_file(file)?;
+                }
+                std::fs::create_dir_all(&parent)?;
+                if mode == "120000" {
+                    let target = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&bytes);
+                    std::os::unix::fs::symlink(target, &temp)?;
+                } else {
+                    std::fs::write(&temp, &bytes)?;
+                    let bits = if mode == "100755" { 0o755 } else { 0o644 };
+                    std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(bits))?;
+                }
+                if std::fs::symlink_metadata(&full).is_ok_and(|m| m.is_dir() && !m.is_symlink()) {
+                    std::fs::remove_dir(&full)?;
+                }
+                std::fs::rename(&temp, &full).inspect_err(|_| {
+                    let _ = std::fs::remove_file(&temp);
+                })
+            })
+            .await
+            .map_err(|e| GitError {
+                command: "write".into(),
+                message: e.to_string(),
+            })?;
+            written.map_err(|e| io_error(&format!("write {path}"), &e))?;
+        }
+        Ok(())
+    }
+
+    /// The folders of the work tree at `dir` that are empty and neither
+    /// tracked nor ignored (`mkdir -p out`): git keeps no folders, so they
+    /// are carried between the user's tree and the copies by name.
+    pub async fn empty_folders(&self, dir: &Path) -> Result<Vec<String>, GitError> {
+        let out = self
+            .run(
+                dir,
+                &["ls-files", "-z", "--others", "--directory", "--exclude-standard"],
+            )
+            .await?;
+        let mut empty = Vec::new();
+        for name in out.split(|b| *b == 0).filter(|n| n.ends_with(b"/")) {
+            let name = String::from_utf8_lossy(name).trim_end_matches('/').to_string();
+            let full = dir.join(&name);
+            let is_empty = tokio::task::spawn_blocking(move || {
+                std::fs::read_dir(&full).is_ok_and(|mut entries| entries.next().is_none())
+            })
+            .await
+            .unwrap_or(false);
+            if is_empty {
+                empty.push(name);
+            }
+        }
+        Ok(empty)
+    }
+
     /// Writes a blob's content over the file `path` of the work tree at `dir`
     /// (its mode stays).
     pub async fn write_blob_to(&self, dir: &Path, path: &str, blob: &str) -> Result<(), GitError> {

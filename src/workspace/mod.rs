@@ -1,18 +1,24 @@
-//! Workspace isolation with git (`constraints.isolation: git`): an attempt's
-//! file changes reach the user's tree only when it succeeds.
+//! Workspace isolation with git (`constraints.isolation: git`): an attempt
+//! never writes the user's tree; what it changes reaches the tree only by
+//! landing, when it succeeds.
 //!
 //! The mechanism (defended in docs/architecture.md): aot keeps the tree *as
-//! landed* — the user's tree at the start plus every change that landed since
-//! — as a git tree, written through temporary index files (never the user's
-//! index, HEAD or branches). An attempt works either **in place**, in the
-//! user's tree itself (one at a time: a chain of atoms, a retry — build caches
-//! and other ignored files are right there), or in a **copy**: a linked
-//! worktree of the tree as landed, from a pool reused across attempts so a
-//! copy keeps its own build cache (AND-parallel atoms, speculative racers).
-//! Success lands the attempt's changes, merged ([`merge`]) with what landed
-//! since it began; failure puts the files back as landed. A ref marks the
-//! user's tree as holding unlanded work while that is so: a run killed then
-//! has its tree put back by the next start.
+//! landed* — the user's files as they are (tracked, and untracked but not
+//! ignored) plus every change that landed — as a git tree, written through
+//! temporary index files (never the user's index, HEAD or branches). Every
+//! attempt works in a **copy**: a linked worktree from a pool reused across
+//! attempts (so a copy keeps its ignored build cache), checked out at the
+//! tree as landed when it starts, the user's edits made meanwhile taken in
+//! first. A success **lands**: its changes, merged ([`merge`]) with what
+//! landed since it began, then per file three ways with the user's file as it
+//! is *now* — the user's concurrent edit always survives, and a change that
+//! does not merge with it fails the attempt (nothing is written). A landing
+//! is write-ahead: a ref records each path's before and after (as git
+//! objects) before the first file is written, files are written whole
+//! (beside their place, then renamed), and the next start finishes or takes
+//! back a landing a kill interrupted — by whether the run had journaled it —
+//! so a change is never applied twice. A failed, cancelled or killed attempt
+//! touches nothing of the user's.
 
 pub mod git;
 pub mod merge;
@@ -24,7 +30,7 @@ use tokio::sync::Mutex;
 
 use self::git::{Git, GitError};
 use self::merge::{Delta, Entry, Resolution};
-use crate::engine::roles::{BoxFuture, Landed, Landing, Place, Recovered, Workspace};
+use crate::engine::roles::{BoxFuture, Interrupted, Landed, Landing, Place, Recovered, Workspace};
 use crate::model::Changes;
 
 /// Isolation through git, for one state file's runs.
@@ -34,11 +40,6 @@ pub struct GitWorkspace {
     refs: String,
     /// Each landing is committed on the user's branch (`constraints.commit: per_atom`).
     commit_per_atom: bool,
-    /// When a killed run was last alive: a file changed after it is not that
-    /// run's attempt's to put back — unless the run left workers running.
-    last_alive: Option<std::time::SystemTime>,
-    /// The killed run left workers running (stopped by this start).
-    left_running: bool,
     inner: Mutex<Inner>,
 }
 
@@ -49,8 +50,6 @@ struct Inner {
     /// The tree as landed, and the commit that holds it (for worktrees).
     landed: String,
     landed_commit: String,
-    /// The attempt working in the user's tree.
-    in_place: Option<u64>,
     /// Each open place: the tree it started from, and its copy's pool slot.
     places: HashMap<u64, Entered>,
     /// Copies: their folder, and whether an attempt uses it.
@@ -60,7 +59,7 @@ struct Inner {
 
 struct Entered {
     base: String,
-    slot: Option<usize>,
+    slot: usize,
 }
 
 impl GitWorkspace {
@@ -114,20 +113,8 @@ impl GitWorkspace {
             git: Git::new(top, common, scratch, own),
             refs: format!("refs/aot/{key}"),
             commit_per_atom: false,
-            last_alive: None,
-            left_running: false,
             inner: Mutex::new(Inner::default()),
         }))
-    }
-
-    /// Says when the last run of this state file was last alive (its
-    /// heartbeat): after a kill, files changed later than that are left as
-    /// they are rather than put back — unless it `left_running` workers,
-    /// whose writes could be among them: then they are put back and named.
-    pub fn last_alive(mut self, at: Option<std::time::SystemTime>, left_running: bool) -> Self {
-        self.last_alive = at;
-        self.left_running = left_running;
-        self
     }
 
     /// Commits each landing (and each undo) on the user's branch.
@@ -150,70 +137,28 @@ impl GitWorkspace {
         format!("{}/landed", self.refs)
     }
 
-    fn dirty_ref(&self) -> String {
-        format!("{}/dirty", self.refs)
-    }
-
-    fn dirty_head_ref(&self) -> String {
-        format!("{}/dirty-head", self.refs)
-    }
-
-    /// Marks the user's tree as holding work that has not landed (and
-    /// where HEAD was), for a start after a kill.
-    async fn mark_dirty(&self, landed_commit: &str) -> Result<(), GitError> {
-        if let Some(head) = self.git.resolve("HEAD").await {
-            self.git.set_ref(&self.dirty_head_ref(), &head).await?;
-        }
-        self.git.set_ref(&self.dirty_ref(), landed_commit).await
-    }
-
-    async fn clear_dirty(&self) -> Result<(), GitError> {
-        self.git.delete_ref(&self.dirty_ref()).await?;
-        self.git.delete_ref(&self.dirty_head_ref()).await
+    /// The write-ahead record of landing `id`: a commit of the paths' after
+    /// images whose parent holds their before images.
+    fn landing_ref(&self, id: u64) -> String {
+        format!("{}/landing/{id}", self.refs)
     }
 
     fn trees(&self) -> PathBuf {
         self.git.scratch.join("trees")
     }
 
-    async fn open_inner(&self) -> Result<Recovered, GitError> {
+    async fn open_inner(&self, landed: &[(String, u32)]) -> Result<Recovered, GitError> {
         let mut inner = self.inner.lock().await;
         let _ = tokio::fs::create_dir_all(self.trees()).await;
         sweep_scratch(&self.git.scratch).await;
         let mut recovered = Recovered::default();
-        // A run killed while the user's tree held unlanded work: the tree goes
-        // back to what had landed (what the killed attempt left stays in git's
-        // object store, named in the journal).
-        if self.git.resolve(&self.dirty_ref()).await.is_some()
-            && let Some(landed) = self.git.resolve(&self.landed_ref()).await
-        {
-            let landed_tree = format!("{landed}^{{tree}}");
-            let landed_tree = self.rev(&landed_tree).await?;
-            let now = self.git.snapshot(&self.git.top).await?;
-            // Commits made since the kill are the user's: the tree is then
-            // not the killed run's to put back.
-            let head_then = self.git.resolve(&self.dirty_head_ref()).await;
-            let head_now = self.git.resolve("HEAD").await;
-            if now != landed_tree {
-                let changes = self.git.changes(&landed_tree, &now).await?;
-                if head_then == head_now {
-                    // A file changed after the killed run was last alive is
-                    // the user's since: it stays, and is reported. With its
-                    // workers left running it may be theirs too: it is put
-                    // back, and named so the user can take it back.
-                    let newer = self.changed_since_alive(&now, &landed_tree).await?;
-                    if self.left_running {
-                        self.restore(&now, &landed_tree).await?;
-                        recovered.maybe_yours = newer;
-                    } else {
-                        self.restore_but(&now, &landed_tree, &newer).await?;
-                        recovered.kept = newer;
-                    }
-                } else {
-                    recovered.left = true;
-                }
-                recovered.changes = Some(changes);
+        // A landing a kill interrupted is finished when the run had journaled
+        // it, else taken back (the atom runs again): never applied twice.
+        for name in self.git.refs(&format!("{}/landing/", self.refs)).await? {
+            if let Some(interrupted) = self.settle_interrupted(&name, landed).await? {
+                recovered.landings.push(interrupted);
             }
+            self.git.delete_ref(&name).await?;
         }
         recovered.copies = self.clear_leftovers().await?;
         // The tree as it is — the user's uncommitted changes included — is
@@ -227,6 +172,62 @@ impl GitWorkspace {
             ..Inner::default()
         };
         Ok(recovered)
+    }
+
+    /// Finishes or takes back the landing whose record is the ref `name`:
+    /// each path still as the landing left it (or as it found it) is made
+    /// what it should be; a path the user changed since stays theirs.
+    async fn settle_interrupted(&self, name: &str, landed: &[(String, u32)]) -> Result<Option<Interrupted>, GitError> {
+        let Some(commit) = self.git.resolve(name).await else {
+            return Ok(None);
+        };
+        let message = self
+            .git
+            .run(&self.git.top, &["log", "-1", "--format=%B", &commit])
+            .await?;
+        let message = String::from_utf8_lossy(&message).into_owned();
+        let field = |key: &str| {
+            message
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .map(|v| v.trim().to_string())
+        };
+        let (Some(atom), Some(attempt)) = (field("atom: "), field("attempt: ").and_then(|a| a.parse::<u32>().ok()))
+        else {
+            return Ok(None);
+        };
+        let before = self.rev(&format!("{commit}^1^{{tree}}")).await?;
+        let after = self.rev(&format!("{commit}^{{tree}}")).await?;
+        let finished = landed.iter().any(|(a, n)| *a == atom && *n == attempt);
+        let (from, to) = if finished { (&before, &after) } else { (&after, &before) };
+        let deltas = self.git.diff(from, to).await?;
+        let paths: Vec<&str> = deltas.iter().map(|d| d.path.as_str()).collect();
+        // A file the kill caught being written is beside its place, whole
+        // or not: it goes (the place itself is as before or as after).
+        for path in &paths {
+            sweep_landing_temps(&self.git.top.join(path)).await;
+        }
+        let now = self.git.entries_in(&self.git.top, &paths).await?;
+        let mut writes = Vec::new();
+        let mut kept = Vec::new();
+        for (delta, now) in deltas.iter().zip(now) {
+            if now == delta.new {
+                continue;
+            }
+            if now == delta.old {
+                writes.push((delta.path.clone(), delta.new.clone()));
+            } else {
+                kept.push(delta.path.clone());
+            }
+        }
+        self.git.write_whole(&self.git.top, &writes).await?;
+        Ok(Some(Interrupted {
+            atom: atom.into(),
+            attempt,
+            finished,
+            changes: self.git.changes(from, to).await?,
+            kept,
+        }))
     }
 
     /// Removes what earlier runs left: copies of the work tree and aot's
@@ -245,15 +246,20 @@ impl GitWorkspace {
     }
 
     /// For a run without isolation (`isolation: none`) in a work tree that
-    /// had it before: forgets what earlier isolated runs left, so that a later
-    /// isolated start never puts the tree back to a point from before this
-    /// run's work. Returns whether a killed run's attempt had left changes in
-    /// the tree — they stay as they are, as everything does without isolation.
-    pub async fn stand_down(&self) -> Result<bool, GitError> {
+    /// had it before: settles a landing a kill interrupted (see
+    /// [`Workspace::open`]; `landed` are the landings the journal holds) and
+    /// forgets what earlier isolated runs left.
+    pub async fn stand_down(&self, landed: &[(String, u32)]) -> Result<Vec<Interrupted>, GitError> {
         let _inner = self.inner.lock().await;
-        let killed = self.git.resolve(&self.dirty_ref()).await.is_some();
+        let mut settled = Vec::new();
+        for name in self.git.refs(&format!("{}/landing/", self.refs)).await? {
+            if let Some(interrupted) = self.settle_interrupted(&name, landed).await? {
+                settled.push(interrupted);
+            }
+            self.git.delete_ref(&name).await?;
+        }
         self.clear_leftovers().await?;
-        Ok(killed)
+        Ok(settled)
     }
 
     async fn rev(&self, name: &str) -> Result<String, GitError> {
@@ -261,26 +267,15 @@ impl GitWorkspace {
         Ok(String::from_utf8_lossy(&out).trim().to_string())
     }
 
-    async fn enter_inner(&self, in_place: bool) -> Result<Place, GitError> {
+    async fn enter_inner(&self) -> Result<Place, GitError> {
         let mut inner = self.inner.lock().await;
         let id = inner.next;
         inner.next += 1;
-        if in_place && inner.in_place.is_none() {
-            // Edits made in the tree since the last landing (the user's) are
-            // part of what this attempt starts from, and stay if it fails.
-            let now = self.git.snapshot(&self.git.top).await?;
-            if now != inner.landed {
-                self.advance(&mut inner, now, "aot: edits made during the run").await?;
-            }
-            self.mark_dirty(&inner.landed_commit).await?;
-            inner.in_place = Some(id);
-            let base = inner.landed.clone();
-            inner.places.insert(id, Entered { base, slot: None });
-            return Ok(Place {
-                id,
-                top: self.git.top.clone(),
-                copy: None,
-            });
+        // The user's edits made since the last landing are part of what this
+        // attempt starts from (the tree as landed takes them in).
+        let now = self.git.snapshot(&self.git.top).await?;
+        if now != inner.landed {
+            self.advance(&mut inner, now, "aot: your edits during the run").await?;
         }
         let slot = match inner.pool.iter().position(|(_, busy)| !busy) {
             Some(slot) => {
@@ -296,13 +291,18 @@ impl GitWorkspace {
                 inner.pool.len() - 1
             }
         };
+        let copy = inner.pool[slot].0.clone();
+        // Empty folders of the user's (git keeps none) are there in the copy too.
+        for folder in self.git.empty_folders(&self.git.top).await? {
+            let _ = tokio::fs::create_dir_all(copy.join(folder)).await;
+        }
         inner.pool[slot].1 = true;
         let base = inner.landed.clone();
-        inner.places.insert(id, Entered { base, slot: Some(slot) });
+        inner.places.insert(id, Entered { base, slot });
         Ok(Place {
             id,
             top: self.git.top.clone(),
-            copy: Some(inner.pool[slot].0.clone()),
+            copy: Some(copy),
         })
     }
 
@@ -340,62 +340,64 @@ impl GitWorkspace {
         Ok((entries, conflicts))
     }
 
-    /// Writes landed entries into the user's tree. While an attempt works in
-    /// place, a file it has changed is left to it: its own landing merges, or
-    /// its failure puts the landed file there.
-    async fn write_landed(
-        &self,
-        inner: &Inner,
-        old: &str,
-        entries: &[(String, Entry)],
-        skip_in_place: bool,
-    ) -> Result<Vec<String>, GitError> {
-        let mut writes: Vec<(String, Entry)> = Vec::new();
-        let mut merged: Vec<(String, String)> = Vec::new();
-        let mut left = Vec::new();
-        if skip_in_place && !entries.is_empty() {
-            // A file that is not as landed was changed meanwhile: by the
-            // attempt in place (its own landing merges it), or by the user
-            // (merged with what lands; their edit wins a conflict).
-            let paths: Vec<&str> = entries.iter().map(|(p, _)| p.as_str()).collect();
-            let now = self.git.hash_files(&self.git.top, &paths).await?;
-            let before = self.entries_at(old, &paths).await?;
-            for (((path, entry), now), before) in entries.iter().zip(now).zip(before) {
-                if now == before {
-                    writes.push((path.clone(), entry.clone()));
-                } else if inner.in_place.is_some() {
-                    continue;
-                } else {
-                    let theirs = entry.as_ref().map(|(_, blob)| blob.as_str());
-                    match (now.as_deref(), theirs) {
-                        (Some(ours), Some(theirs)) => {
-                            match self.git.merge_blobs(before.as_deref(), ours, theirs).await? {
-                                Some(blob) => merged.push((path.clone(), blob)),
-                                None => left.push(path.clone()),
-                            }
+    /// How `entries` (what lands over the tree as landed, `old`) meet the
+    /// user's tree now: a file the user has not changed since `old` takes
+    /// its entry; one they changed is merged three ways (old, theirs, what
+    /// lands) — a change that does not merge is a conflict, with why. Returns
+    /// what to write, the tree entries after it (merged files as merged),
+    /// each path's entry in the user's tree now, and the conflicts.
+    async fn meet_user(&self, old: &str, entries: &[(String, Entry)]) -> Result<Met, GitError> {
+        let paths: Vec<&str> = entries.iter().map(|(p, _)| p.as_str()).collect();
+        let now = self.git.entries_in(&self.git.top, &paths).await?;
+        let before = self.entries_at(old, &paths).await?;
+        let mut met = Met::default();
+        for (((path, entry), now), before) in entries.iter().zip(now).zip(before) {
+            met.now.push((path.clone(), now.clone()));
+            let untouched = now.as_ref().map(|(_, blob)| blob) == before.as_ref();
+            if untouched || now == *entry {
+                if now != *entry {
+                    met.writes.push((path.clone(), entry.clone()));
+                }
+                met.entries.push((path.clone(), entry.clone()));
+                continue;
+            }
+            match (&now, entry) {
+                (Some((mode, ours)), Some((_, theirs))) => {
+                    match self.git.merge_blobs(before.as_deref(), ours, theirs).await? {
+                        Some(blob) => {
+                            let merged = Some((mode.clone(), blob));
+                            met.writes.push((path.clone(), merged.clone()));
+                            met.entries.push((path.clone(), merged));
                         }
-                        _ => left.push(path.clone()),
+                        None => met
+                            .conflicts
+                            .push(format!("{path} (you changed the same lines while it ran)")),
                     }
                 }
+                (None, _) => met.conflicts.push(format!("{path} (you deleted it while it ran)")),
+                (Some(_), None) => met
+                    .conflicts
+                    .push(format!("{path} (you changed it while it ran, and it deletes it)")),
             }
-        } else {
-            writes = entries.to_vec();
         }
-        if writes.is_empty() && merged.is_empty() {
-            return Ok(left);
+        Ok(met)
+    }
+
+    /// Writes `met` into the user's tree under a write-ahead record (the
+    /// ref of landing `id`, naming `atom` and `attempt`): each path's before
+    /// image (the user's file now) and after image, kept until the run has
+    /// journaled the landing ([`Workspace::settle`]).
+    async fn write_ahead(&self, inner: &Inner, id: u64, who: (&str, u32), met: &Met) -> Result<(), GitError> {
+        if met.writes.is_empty() {
+            return Ok(());
         }
-        // Marked while files are written: a kill half-way is finished by the next start.
-        if inner.in_place.is_none() {
-            self.mark_dirty(&inner.landed_commit).await?;
-        }
-        self.git.write_files(&self.git.top, &inner.landed, &writes).await?;
-        for (path, blob) in &merged {
-            self.git.write_blob_to(&self.git.top, path, blob).await?;
-        }
-        if inner.in_place.is_none() {
-            self.clear_dirty().await?;
-        }
-        Ok(left)
+        let before = self.git.edit_tree(&inner.landed, &met.now).await?;
+        let after = self.git.edit_tree(&before, &met.writes).await?;
+        let before = self.git.commit(&before, None, "aot: before a landing", false).await?;
+        let record = format!("aot: a landing\n\natom: {}\nattempt: {}\n", who.0, who.1);
+        let after = self.git.commit(&after, Some(&before), &record, false).await?;
+        self.git.set_ref(&self.landing_ref(id), &after).await?;
+        self.git.write_whole(&self.git.top, &met.writes).await
     }
 
     /// The blob ids `paths` have in `tree`.
@@ -415,63 +417,38 @@ impl GitWorkspace {
         Ok(paths.iter().map(|p| found.get(*p).cloned()).collect())
     }
 
-    async fn land_inner(&self, place: &Place, message: &str) -> Result<Landing, GitError> {
+    async fn land_inner(&self, place: &Place, message: &str, who: (&str, u32)) -> Result<Landing, GitError> {
         let mut inner = self.inner.lock().await;
         let Some(entered) = inner.places.get(&place.id) else {
             return Err(unknown_place());
         };
-        let base = entered.base.clone();
-        let dir = place.copy.clone().unwrap_or_else(|| self.git.top.clone());
-        let result = self.git.snapshot(&dir).await?;
+        let (base, slot) = (entered.base.clone(), entered.slot);
+        let copy = inner.pool[slot].0.clone();
+        let result = self.git.snapshot(&copy).await?;
         let own = self.git.diff(&base, &result).await?;
         let landed = self.git.diff(&base, &inner.landed).await?;
         let (entries, conflicts) = self.resolve(merge::plan(&own, &landed)).await?;
         if !conflicts.is_empty() {
             return Ok(Landing::Conflict { files: conflicts });
         }
+        // Then with the user's files as they are now: all of it lands, or
+        // nothing does.
+        let met = self.meet_user(&inner.landed, &entries).await?;
+        if !met.conflicts.is_empty() {
+            return Ok(Landing::Conflict { files: met.conflicts });
+        }
+        let empty = self.git.empty_folders(&copy).await?;
+        self.write_ahead(&inner, place.id, who, &met).await?;
+        for folder in empty {
+            let _ = tokio::fs::create_dir_all(self.git.top.join(folder)).await;
+        }
         let old = inner.landed.clone();
-        // Nothing landed since the attempt began: its tree is the new one.
-        let new = if landed.is_empty() {
-            result
-        } else {
-            self.git.edit_tree(&old, &entries).await?
-        };
-        let before = (inner.landed.clone(), inner.landed_commit.clone());
+        let new = self.git.edit_tree(&old, &met.entries).await?;
         if new != old {
             self.advance(&mut inner, new.clone(), message).await?;
         }
-        let mut left = Vec::new();
-        if place.copy.is_some() {
-            left = match self.write_landed(&inner, &old, &entries, true).await {
-                Ok(left) => left,
-                Err(error) => {
-                    // Not landed after all: the tree as landed goes back, and
-                    // so do the files written (else the next start does it).
-                    let written = self.git.diff(&new, &before.0).await?;
-                    self.git
-                        .write_files(&self.git.top, &before.0, &entries_of(&written))
-                        .await?;
-                    self.git.set_ref(&self.landed_ref(), &before.1).await?;
-                    (inner.landed, inner.landed_commit) = before;
-                    self.clear_dirty().await?;
-                    return Err(error);
-                }
-            };
-        } else {
-            // In place, the tree holds the attempt's files already; merged
-            // files are written.
-            let merged: Vec<(String, Entry)> = entries
-                .iter()
-                .filter(|(path, entry)| own.iter().find(|d| &d.path == path).is_none_or(|d| &d.new != entry))
-                .cloned()
-                .collect();
-            inner.in_place = None;
-            self.write_landed(&inner, &old, &merged, false).await?;
-            self.clear_dirty().await?;
-        }
         self.release(&mut inner, place.id);
-        let mut landed = self.landed(&old, &new, message).await?;
-        landed.left = left;
+        let landed = self.landed(&old, &new, message).await?;
         Ok(Landing::Landed(landed))
     }
 
@@ -492,12 +469,7 @@ impl GitWorkspace {
             Ok((commit, note)) => (Some(commit), note),
             Err(error) => (None, Some(format!("no commit was made: {error}"))),
         };
-        Ok(Landed {
-            changes,
-            commit,
-            note,
-            left: Vec::new(),
-        })
+        Ok(Landed { changes, commit, note })
     }
 
     /// The commit, and a note when the user's index could not follow it.
@@ -526,60 +498,11 @@ impl GitWorkspace {
         Ok((commit, note))
     }
 
-    /// Puts the user's tree, whose snapshot is `now`, back to `target`. Files
-    /// are written first (a `.gitignore` among them), then what `target`
-    /// lacks is removed — except files its ignore rules ignore: an attempt
-    /// that edited `.gitignore` made them look new, but they are build
-    /// caches or secrets, never the attempt's work.
-    async fn restore(&self, now: &str, target: &str) -> Result<(), GitError> {
-        self.restore_but(now, target, &[]).await
-    }
-
-    /// Puts the tree back from `now` to `target`, but for the paths `keep`.
-    async fn restore_but(&self, now: &str, target: &str, keep: &[String]) -> Result<(), GitError> {
-        let back = self.git.diff(now, target).await?;
-        let (present, absent): (Vec<_>, Vec<_>) = entries_of(&back)
-            .into_iter()
-            .filter(|(path, _)| !keep.contains(path))
-            .partition(|(_, e)| e.is_some());
-        self.git.write_files(&self.git.top, target, &present).await?;
-        let paths: Vec<&str> = absent.iter().map(|(p, _)| p.as_str()).collect();
-        let ignored = self.git.ignored(&self.git.top, &paths).await?;
-        if !ignored.is_empty() {
-            self.git.untrack(&self.git.top, &ignored).await?;
-        }
-        let removed: Vec<(String, Entry)> = absent.into_iter().filter(|(p, _)| !ignored.contains(p)).collect();
-        self.git.write_files(&self.git.top, target, &removed).await
-    }
-
-    /// The paths that differ between `now` and `target` and were modified
-    /// after the killed run was last alive (with a second's grace for its
-    /// last heartbeat).
-    async fn changed_since_alive(&self, now: &str, target: &str) -> Result<Vec<String>, GitError> {
-        let Some(alive) = self.last_alive else {
-            return Ok(Vec::new());
-        };
-        let after = alive + std::time::Duration::from_secs(2);
-        let mut newer = Vec::new();
-        for delta in self.git.diff(now, target).await? {
-            let modified = tokio::fs::symlink_metadata(self.git.top.join(&delta.path))
-                .await
-                .and_then(|m| m.modified());
-            if modified.is_ok_and(|m| m > after) {
-                newer.push(delta.path);
-            }
-        }
-        Ok(newer)
-    }
-
     fn release(&self, inner: &mut Inner, id: u64) {
-        if let Some(Entered { slot: Some(slot), .. }) = inner.places.remove(&id)
+        if let Some(Entered { slot, .. }) = inner.places.remove(&id)
             && let Some(entry) = inner.pool.get_mut(slot)
         {
             entry.1 = false;
-        }
-        if inner.in_place == Some(id) {
-            inner.in_place = None;
         }
     }
 
@@ -588,59 +511,33 @@ impl GitWorkspace {
         let Some(entered) = inner.places.get(&place.id) else {
             return Err(unknown_place());
         };
-        let base = entered.base.clone();
-        let slot = entered.slot;
-        let dir = place.copy.clone().unwrap_or_else(|| self.git.top.clone());
-        let result = self.git.snapshot(&dir).await?;
+        let (base, slot) = (entered.base.clone(), entered.slot);
+        let copy = inner.pool[slot].0.clone();
+        // Nothing of the user's is touched: the copy is reset when it is next used.
+        let result = self.git.snapshot(&copy).await?;
+        let changes = self.git.changes(&base, &result).await?;
         let mut kept = None;
-        let changes = if place.copy.is_none() {
-            // What differs from the tree as landed is the attempt's.
-            let changes = self.git.changes(&inner.landed, &result).await?;
-            if let Some(label) = keep
-                && !changes.is_empty()
-            {
-                let commit = self
-                    .git
-                    .commit(&result, Some(&inner.landed_commit), "aot: a failed attempt", false)
-                    .await?;
-                let path = self.kept_path(label);
-                let _ = tokio::fs::create_dir_all(self.kept_folder()).await;
-                self.git.add_worktree(&path, &commit).await?;
-                kept = Some(path);
-            }
-            self.restore(&result, &inner.landed).await?;
-            self.clear_dirty().await?;
-            changes
-        } else {
-            let changes = self.git.changes(&base, &result).await?;
-            if let (Some(label), Some(slot)) = (keep, slot) {
-                // The copy leaves the pool as it is; a new one replaces it.
-                let path = self.kept_path(label);
-                let from = inner.pool[slot].0.display().to_string();
-                let to = path.display().to_string();
-                tokio::fs::create_dir_all(self.kept_folder())
-                    .await
-                    .map_err(|e| GitError {
-                        command: "worktree move".into(),
-                        message: e.to_string(),
-                    })?;
-                self.git.run(&self.git.top, &["worktree", "move", &from, &to]).await?;
-                inner.pool.remove(slot);
-                for entered in inner.places.values_mut() {
-                    if let Some(s) = entered.slot.as_mut()
-                        && *s > slot
-                    {
-                        *s -= 1;
-                    }
-                }
-                kept = Some(path);
-            }
-            changes
-        };
-        if kept.is_none() || place.copy.is_none() {
-            self.release(&mut inner, place.id);
-        } else {
+        if let Some(label) = keep {
+            // The copy leaves the pool as it is; a new one replaces it.
+            let path = self.kept_path(label);
+            let (from, to) = (copy.display().to_string(), path.display().to_string());
+            tokio::fs::create_dir_all(self.kept_folder())
+                .await
+                .map_err(|e| GitError {
+                    command: "worktree move".into(),
+                    message: e.to_string(),
+                })?;
+            self.git.run(&self.git.top, &["worktree", "move", &from, &to]).await?;
+            inner.pool.remove(slot);
             inner.places.remove(&place.id);
+            for entered in inner.places.values_mut() {
+                if entered.slot > slot {
+                    entered.slot -= 1;
+                }
+            }
+            kept = Some(path);
+        } else {
+            self.release(&mut inner, place.id);
         }
         Ok((changes, kept))
     }
@@ -659,6 +556,12 @@ impl GitWorkspace {
 
     async fn undo_inner(&self, changes: &Changes, message: &str) -> Result<(Landed, Vec<String>), GitError> {
         let mut inner = self.inner.lock().await;
+        // The user's edits since the last landing are taken in first: what
+        // is undone is merged with them.
+        let now = self.git.snapshot(&self.git.top).await?;
+        if now != inner.landed {
+            self.advance(&mut inner, now, "aot: your edits during the run").await?;
+        }
         // Undoing is landing the reverse: from the landing's result back to
         // where it started, over what landed since.
         let own = self.git.diff(&changes.after, &changes.before).await?;
@@ -666,35 +569,38 @@ impl GitWorkspace {
         let (entries, kept) = self.resolve(merge::plan(&own, &landed)).await?;
         let old = inner.landed.clone();
         let new = self.git.edit_tree(&old, &entries).await?;
-        let mut left = Vec::new();
         if new != old {
             self.advance(&mut inner, new.clone(), message).await?;
-            left = self.write_landed(&inner, &old, &entries, true).await?;
+            self.git
+                .write_whole(&self.git.top, &entries_of(&self.git.diff(&old, &new).await?))
+                .await?;
         }
-        let mut undone = self.landed(&old, &new, message).await?;
-        undone.left = left;
+        let undone = self.landed(&old, &new, message).await?;
         Ok((undone, kept))
     }
 
-    async fn close_inner(&self) {
+    async fn close_inner(&self, landed: &[(String, u32)]) {
         let mut inner = self.inner.lock().await;
-        // An attempt still in the user's tree (its task was aborted) leaves
-        // nothing; if putting it back fails, the refs stay for the next
-        // start to finish it.
-        let mut restored = true;
-        if inner.in_place.take().is_some() {
-            restored = match self.git.snapshot(&self.git.top).await {
-                Ok(now) => self.restore(&now, &inner.landed).await.is_ok(),
-                Err(_) => false,
-            };
+        // Nothing of the user's to put back: attempts never wrote there. A
+        // landing the run did not take in (its task was stopped) is settled.
+        if let Ok(names) = self.git.refs(&format!("{}/landing/", self.refs)).await {
+            for name in names {
+                if self.settle_interrupted(&name, landed).await.is_ok() {
+                    let _ = self.git.delete_ref(&name).await;
+                }
+            }
         }
         for (path, _) in inner.pool.drain(..) {
             self.git.remove_worktree(&path).await;
         }
+        inner.places.clear();
         let _ = tokio::fs::remove_dir_all(self.trees()).await;
-        if restored && let Ok(names) = self.git.refs(&self.refs).await {
+        if let Ok(names) = self.git.refs(&self.refs).await {
             for name in names {
-                let _ = self.git.delete_ref(&name).await;
+                // A landing that could not be settled stays for the next start.
+                if !name.starts_with(&format!("{}/landing/", self.refs)) {
+                    let _ = self.git.delete_ref(&name).await;
+                }
             }
         }
         sweep_scratch(&self.git.scratch).await;
@@ -702,6 +608,23 @@ impl GitWorkspace {
         // leave no empty folder behind. Fails, harmlessly, when not empty.
         let _ = tokio::fs::remove_dir(&self.git.scratch).await;
     }
+
+    async fn settle_inner(&self, id: u64) {
+        let _ = self.git.delete_ref(&self.landing_ref(id)).await;
+    }
+}
+
+/// What lands, met with the user's tree (see [`GitWorkspace::meet_user`]).
+#[derive(Default)]
+struct Met {
+    /// The files to write.
+    writes: Vec<(String, Entry)>,
+    /// The tree entries after the landing.
+    entries: Vec<(String, Entry)>,
+    /// Each path's entry in the user's tree before the landing.
+    now: Vec<(String, Entry)>,
+    /// The files that do not merge, with why.
+    conflicts: Vec<String>,
 }
 
 fn unknown_place() -> GitError {
@@ -802,6 +725,23 @@ fn canonical(path: &Path) -> PathBuf {
     }
 }
 
+/// Removes the files a landing killed mid-write left beside `path`
+/// (`.<name>.aot-<pid>-<n>`, see [`git::Git::write_whole`]).
+async fn sweep_landing_temps(path: &Path) {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return;
+    };
+    let prefix = format!(".{}.aot-", name.to_string_lossy());
+    let Ok(mut entries) = tokio::fs::read_dir(parent).await else {
+        return;
+    };
+    while let Ok(Some(entry)) = entries.next_entry().await {
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = tokio::fs::remove_file(entry.path()).await;
+        }
+    }
+}
+
 /// Removes temporary index files and merge folders a killed process left.
 async fn sweep_scratch(scratch: &Path) {
     let Ok(mut entries) = tokio::fs::read_dir(scratch).await else {
@@ -822,9 +762,9 @@ fn text(error: GitError) -> String {
 }
 
 impl Workspace for GitWorkspace {
-    fn open(&self) -> BoxFuture<'_, Result<Recovered, String>> {
+    fn open<'a>(&'a self, landed: &'a [(String, u32)]) -> BoxFuture<'a, Result<Recovered, String>> {
         Box::pin(async move {
-            match self.open_inner().await {
+            match self.open_inner(landed).await {
                 Ok(recovered) => Ok(recovered),
                 Err(error) => {
                     // The run goes on without isolation: marks left for a
@@ -836,12 +776,22 @@ impl Workspace for GitWorkspace {
         })
     }
 
-    fn enter(&self, in_place: bool) -> BoxFuture<'_, Result<Place, String>> {
-        Box::pin(async move { self.enter_inner(in_place).await.map_err(text) })
+    fn enter(&self) -> BoxFuture<'_, Result<Place, String>> {
+        Box::pin(async move { self.enter_inner().await.map_err(text) })
     }
 
-    fn land<'a>(&'a self, place: &'a Place, message: &'a str) -> BoxFuture<'a, Result<Landing, String>> {
-        Box::pin(async move { self.land_inner(place, message).await.map_err(text) })
+    fn land<'a>(
+        &'a self,
+        place: &'a Place,
+        message: &'a str,
+        atom: &'a str,
+        attempt: u32,
+    ) -> BoxFuture<'a, Result<Landing, String>> {
+        Box::pin(async move { self.land_inner(place, message, (atom, attempt)).await.map_err(text) })
+    }
+
+    fn settle(&self, place: u64) -> BoxFuture<'_, ()> {
+        Box::pin(self.settle_inner(place))
     }
 
     fn discard<'a>(
@@ -860,7 +810,7 @@ impl Workspace for GitWorkspace {
         Box::pin(async move { self.undo_inner(changes, message).await.map_err(text) })
     }
 
-    fn close(&self) -> BoxFuture<'_, ()> {
-        Box::pin(self.close_inner())
+    fn close<'a>(&'a self, landed: &'a [(String, u32)]) -> BoxFuture<'a, ()> {
+        Box::pin(self.close_inner(landed))
     }
 }

@@ -176,3 +176,94 @@ fn sigkill_during_memory_compaction_loses_nothing() {
         "{trials} kills while dreaming: {confirmed} Megrams confirmed and kept, {torn} torn last lines, {mid} kills mid-compaction"
     );
 }
+
+/// A git repository whose plan is a chain of `atoms` atoms, each appending
+/// its own line to `log.txt`: every attempt lands a change to one file.
+fn landing_chain(atoms: usize) -> TestEnv {
+    let env = TestEnv::new();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(env.dir.path())
+            .args(args)
+            .output()
+            .expect("git");
+        assert!(out.status.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["config", "user.email", "test@example.com"]);
+    git(&["config", "user.name", "Test"]);
+    env.write("log.txt", "");
+    env.write(".gitignore", ".aot/\n");
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "start"]);
+    let mut text = format!(
+        "version: 2\nobjective:\n  goal: g\n  background_intent: b\n  deliverables: d\n  definition_of_done: done\n  base_case: {{ command: 'test \"$(grep -c ^line- log.txt)\" -ge {atoms}' }}\n  constraints: {{ max_retries: 0, max_iterations: 100000, verify: when_solved }}\ngraph:\n  atoms:\n"
+    );
+    for n in 1..=atoms {
+        let deps = if n == 1 {
+            String::new()
+        } else {
+            format!(", deps: [s{}]", n - 1)
+        };
+        text.push_str(&format!("    s{n}: {{ run: 'echo line-{n} >> log.txt'{deps} }}\n"));
+    }
+    env.write("aot.yaml", &text);
+    env
+}
+
+#[test]
+fn sigkill_during_landings_never_applies_a_change_twice_nor_half() {
+    let kills_wanted = trials(100);
+    let atoms = 40;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x1a4d);
+    let (mut kills, mut rounds) = (0, 0);
+    while kills < kills_wanted {
+        let env = landing_chain(atoms);
+        rounds += 1;
+        loop {
+            let mut child = crate::common::aot_command(env.dir.path())
+                .arg("start")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("start aot");
+            // The kill lands at a random point of the chain's attempts and landings.
+            std::thread::sleep(Duration::from_millis(rng.random_range(30..400)));
+            let done = child.try_wait().expect("wait").is_some();
+            if !done {
+                child.kill().expect("SIGKILL aot");
+                kills += 1;
+            }
+            let _ = child.wait();
+            let log = std::fs::read_to_string(env.path("log.txt")).expect("log.txt");
+            // Whole lines only, each atom's at most once, in the chain's order.
+            assert!(log.is_empty() || log.ends_with('\n'), "a half-written file: {log:?}");
+            let lines: Vec<&str> = log.lines().collect();
+            let expected: Vec<String> = (1..=lines.len()).map(|n| format!("line-{n}")).collect();
+            assert_eq!(lines, expected, "round {rounds}, after {kills} kills");
+            let litter: Vec<_> = std::fs::read_dir(env.dir.path())
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.contains(".aot-"))
+                .collect();
+            if done {
+                assert!(litter.is_empty(), "temporary files left: {litter:?}");
+                break;
+            }
+            if kills >= kills_wanted && lines.len() < atoms {
+                // Finish the round: the next start settles the last kill.
+                let run = crate::common::run_aot(env.dir.path(), &["start"]);
+                assert_eq!(run.code, 0, "{}", run.transcript());
+                break;
+            }
+        }
+        let log = std::fs::read_to_string(env.path("log.txt")).unwrap();
+        let expected: String = (1..=atoms).map(|n| format!("line-{n}\n")).collect();
+        assert_eq!(log, expected, "round {rounds}: every change exactly once");
+        let check = crate::common::run_aot(env.dir.path(), &["replay", "--check"]);
+        assert_eq!(check.code, 0, "round {rounds}: {}", check.transcript());
+    }
+    eprintln!("{kills} SIGKILLs over {rounds} round(s) of {atoms} landings");
+}

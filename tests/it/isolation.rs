@@ -320,7 +320,7 @@ fn a_backtrack_undoes_what_the_given_up_branch_landed() {
 }
 
 #[test]
-fn a_run_killed_mid_attempt_has_its_tree_put_back_by_the_next_start() {
+fn a_run_killed_mid_attempt_never_touched_the_users_tree_and_the_next_start_has_nothing_to_put_back() {
     let repo = Repo::new();
     let second = repo.mark("second");
     repo.plan(
@@ -333,26 +333,17 @@ fn a_run_killed_mid_attempt_has_its_tree_put_back_by_the_next_start() {
     );
     repo.kill_mid_run(&["b"]);
     assert_eq!(
-        repo.read("b.txt").as_deref(),
-        Some("partial\n"),
-        "the kill left b's edit"
+        repo.read("b.txt"),
+        None,
+        "the attempt wrote in its copy, not in your tree"
     );
+    assert_eq!(repo.read("a.txt").as_deref(), Some("landed\n"), "what landed is there");
     std::fs::write(&second, "").unwrap();
     let run = repo.start();
     assert_eq!(run.code, 0, "{}\n{}", run.stderr, repo.journal());
-    assert_eq!(repo.read("b.txt"), None, "the killed attempt's file is gone");
+    assert_eq!(repo.read("b.txt"), None);
     assert_eq!(repo.read("a.txt").as_deref(), Some("landed\n"), "landed work stays");
-    let journal = repo.journal();
-    let recovered = journal
-        .lines()
-        .find(|l| l.contains(r#""type":"workspace_recovered""#))
-        .unwrap_or_else(|| panic!("{journal}"));
-    assert!(recovered.contains(r#""path":"b.txt""#), "{recovered}");
-    assert!(
-        run.stdout.contains("a killed run left an attempt's changes"),
-        "{}",
-        run.stdout
-    );
+    assert!(!repo.journal().contains(r#""type":"workspace_recovered""#));
     repo.assert_clean_after_run();
 }
 
@@ -639,7 +630,7 @@ fn a_failed_attempt_that_edits_gitignore_leaves_ignored_files_alone() {
 }
 
 #[test]
-fn a_start_after_a_kill_leaves_the_tree_alone_when_the_user_committed_since() {
+fn after_a_kill_the_users_edits_new_files_and_commits_made_since_survive_the_next_start() {
     let repo = Repo::new();
     repo.plan(
         "max_retries: 0",
@@ -649,18 +640,33 @@ fn a_start_after_a_kill_leaves_the_tree_alone_when_the_user_committed_since() {
         ),
     );
     repo.kill_mid_run(&["work"]);
-    // The user keeps the line and commits, with a new file.
+    assert_eq!(
+        repo.read("a.txt").as_deref(),
+        Some("one\ntwo\nthree\n"),
+        "the attempt wrote in its copy"
+    );
+    // After the kill the user edits a file, makes one, and commits another.
+    repo.env.write("a.txt", "ONE\ntwo\nthree\n");
+    repo.env.write("notes.txt", "my notes\n");
     repo.env.write("b.txt", "mine\n");
-    repo.git(&["add", "a.txt", "b.txt"]);
+    repo.git(&["add", "b.txt"]);
     repo.git(&["commit", "-qm", "keep it"]);
-    repo.plan("max_retries: 0", "    work:\n      run: 'touch done.txt'\n");
+    repo.plan(
+        "max_retries: 0",
+        "    work:\n      run: 'echo more >> a.txt && touch done.txt'\n",
+    );
     std::fs::remove_file(repo.env.path("aot.yaml.journal.jsonl")).unwrap();
     let run = repo.start();
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert_eq!(repo.read("a.txt").as_deref(), Some("one\ntwo\nthree\npartial\n"));
+    assert_eq!(
+        repo.read("a.txt").as_deref(),
+        Some("ONE\ntwo\nthree\nmore\n"),
+        "your edit, then the work"
+    );
+    assert_eq!(repo.read("notes.txt").as_deref(), Some("my notes\n"));
     assert_eq!(repo.read("b.txt").as_deref(), Some("mine\n"));
-    assert!(run.stdout.contains("commits were made since"), "{}", run.stdout);
-    assert_eq!(repo.git(&["status", "--porcelain", "--", "a.txt", "b.txt"]), "");
+    assert_eq!(repo.git(&["status", "--porcelain", "--", "b.txt"]), "");
+    repo.assert_clean_after_run();
 }
 
 #[test]
@@ -739,20 +745,12 @@ fn a_run_without_isolation_after_a_kill_keeps_its_work_from_a_later_isolated_sta
         ),
     );
     repo.kill_mid_run(&["b"]);
+    assert_eq!(repo.read("b.txt"), None, "the attempt wrote in its copy");
     assert_eq!(repo.env.aot(&["redirect", "--set", "isolation=none"]).code, 0);
     std::fs::write(&second, "").unwrap();
     let run = repo.start();
     assert_eq!(run.code, 0, "{}\n{}", run.stderr, repo.journal());
-    assert!(
-        run.stderr.contains("a killed run left an attempt's changes") && run.stderr.contains("they stay as they are"),
-        "{}",
-        run.stderr
-    );
-    assert_eq!(
-        repo.read("b.txt").as_deref(),
-        Some("partial\n"),
-        "without isolation nothing is put back"
-    );
+    assert_eq!(repo.read("c.txt").as_deref(), Some("run two\n"));
     assert_eq!(
         repo.git(&["for-each-ref", "refs/aot"]),
         "",
@@ -763,12 +761,11 @@ fn a_run_without_isolation_after_a_kill_keeps_its_work_from_a_later_isolated_sta
     let run = repo.start();
     assert_eq!(run.code, 0, "{}\n{}", run.stderr, repo.journal());
     assert_eq!(repo.read("c.txt").as_deref(), Some("run two\n"));
-    assert_eq!(repo.read("b.txt").as_deref(), Some("partial\n"));
     assert!(repo.read("done.txt").is_some());
 }
 
 #[test]
-fn a_killed_runs_worker_still_running_is_stopped_before_the_next_start_restores_the_tree() {
+fn a_killed_runs_worker_still_running_is_stopped_and_never_reaches_the_users_files() {
     let repo = Repo::new();
     let second = repo.mark("second");
     let go = repo.mark("go");
@@ -798,13 +795,8 @@ fn a_killed_runs_worker_still_running_is_stopped_before_the_next_start_restores_
         Path::new(&format!("/proc/{orphan}")).exists(),
         "the worker outlived aot"
     );
-    // The user writes notes meanwhile (dated after the run died): with a
-    // worker of the killed run still running, they cannot be told from its
-    // writes, so they are put back — and named, with how to take them back.
-    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(30);
-    let notes = std::fs::File::create(repo.env.path("my notes.txt")).unwrap();
-    std::io::Write::write_all(&mut &notes, b"mine\n").unwrap();
-    notes.set_modified(later).unwrap();
+    // The user writes notes meanwhile: theirs, whatever the worker does.
+    repo.env.write("my notes.txt", "mine\n");
     std::fs::write(&second, "").unwrap();
     let run = repo.start();
     assert_eq!(run.code, 0, "{}\n{}", run.stderr, repo.journal());
@@ -813,26 +805,7 @@ fn a_killed_runs_worker_still_running_is_stopped_before_the_next_start_restores_
         "{}",
         run.stderr
     );
-    assert_eq!(repo.read("my notes.txt"), None);
-    let said = run.transcript();
-    let command = said
-        .split("`git checkout ")
-        .nth(1)
-        .and_then(|rest| rest.split('`').next())
-        .unwrap_or_else(|| panic!("says how to take the notes back: {said}"));
-    assert!(command.ends_with(" -- 'my notes.txt'"), "{command}");
-    let back = Command::new("sh")
-        .arg("-c")
-        .arg(format!("git checkout {command}"))
-        .current_dir(repo.dir())
-        .status()
-        .unwrap();
-    assert!(back.success());
-    assert_eq!(
-        repo.read("my notes.txt").as_deref(),
-        Some("mine\n"),
-        "followed as printed"
-    );
+    assert_eq!(repo.read("my notes.txt").as_deref(), Some("mine\n"));
     let alive = std::fs::read_to_string(format!("/proc/{orphan}/stat"))
         .is_ok_and(|stat| !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'));
     assert!(!alive, "the killed run's worker is gone");
@@ -840,9 +813,10 @@ fn a_killed_runs_worker_still_running_is_stopped_before_the_next_start_restores_
     assert_eq!(
         repo.read("a.txt").as_deref(),
         Some("one\ntwo\nthree\n"),
-        "it wrote nothing"
+        "it wrote nothing of yours"
     );
-    assert_eq!(repo.read("b.txt"), None, "its edit was put back");
+    assert_eq!(repo.read("b.txt"), None, "its file was in its copy");
+    repo.assert_clean_after_run();
 }
 
 #[test]
@@ -1042,40 +1016,111 @@ fn in_a_git_work_tree_each_check_ends_an_iteration_and_the_limit_counts_them() {
 }
 
 #[test]
-fn files_changed_after_a_killed_run_died_stay_as_they_are_when_its_attempt_is_put_back() {
+fn edits_made_during_a_failing_attempt_to_a_file_it_never_touches_and_a_new_file_survive() {
     let repo = Repo::new();
-    let second = repo.mark("second");
+    let started = repo.mark("started");
+    let go = repo.mark("go");
+    repo.env.write("b.txt", "b\n");
+    repo.git(&["add", "b.txt"]);
+    repo.git(&["commit", "-qm", "b"]);
     repo.plan(
         "max_retries: 0",
         &format!(
-            "    b:\n      run: 'if [ -e {second} ]; then touch done.txt; else echo partial > b.txt; echo partial >> a.txt; {running}; sleep 1000; fi'\n",
-            second = second.display(),
-            running = repo.running("b"),
+            "    fix:\n      or: [wrong, right]\n    wrong:\n      run: 'echo wrong > a.txt; touch {started}; until [ -e {go} ]; do sleep 0.05; done; false'\n    right:\n      run: 'touch done.txt'\n",
+            started = started.display(),
+            go = go.display()
         ),
     );
-    repo.kill_mid_run(&["b"]);
-    // After the kill, the user writes notes and goes on editing a.txt (the
-    // edits dated after the killed run's last heartbeat).
-    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(30);
-    for (name, text) in [
-        ("notes.txt", "my notes\n"),
-        ("a.txt", "one\ntwo\nthree\npartial\nmine\n"),
-    ] {
-        let file = std::fs::File::create(repo.env.path(name)).unwrap();
-        std::io::Write::write_all(&mut &file, text.as_bytes()).unwrap();
-        file.set_modified(later).unwrap();
-    }
-    std::fs::write(&second, "").unwrap();
-    let run = repo.start();
-    assert_eq!(run.code, 0, "{}\n{}", run.stderr, repo.journal());
-    assert_eq!(repo.read("b.txt"), None, "the killed attempt's own file is put back");
-    assert_eq!(repo.read("notes.txt").as_deref(), Some("my notes\n"));
+    let child = aot_command(repo.dir())
+        .arg("start")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start aot");
+    wait_until(repo.marks.path(), "wrong runs", || started.exists());
+    // While the attempt that will fail runs: an edit to a file it never
+    // touches, and a new file.
+    repo.env.write("b.txt", "b, edited by me\n");
+    repo.env.write("new.txt", "made by me\n");
+    std::fs::write(&go, "").unwrap();
+    let out = child.wait_with_output().expect("aot ends");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(repo.read("b.txt").as_deref(), Some("b, edited by me\n"));
+    assert_eq!(repo.read("new.txt").as_deref(), Some("made by me\n"));
     assert_eq!(
         repo.read("a.txt").as_deref(),
-        Some("one\ntwo\nthree\npartial\nmine\n"),
-        "the user's edit stays"
+        Some("one\ntwo\nthree\n"),
+        "the failure left nothing"
     );
+    repo.assert_clean_after_run();
+}
+
+#[test]
+fn a_users_edit_of_line_one_and_an_attempts_append_to_the_same_file_both_land() {
+    let repo = Repo::new();
+    let started = repo.mark("started");
+    let go = repo.mark("go");
+    repo.plan(
+        "max_retries: 0",
+        &format!(
+            "    work:\n      run: 'touch {started}; until [ -e {go} ]; do sleep 0.05; done; echo appended >> a.txt; touch done.txt'\n",
+            started = started.display(),
+            go = go.display()
+        ),
+    );
+    let child = aot_command(repo.dir())
+        .arg("start")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start aot");
+    wait_until(repo.marks.path(), "work runs", || started.exists());
+    repo.env.write("a.txt", "MINE\ntwo\nthree\n");
+    std::fs::write(&go, "").unwrap();
+    let out = child.wait_with_output().expect("aot ends");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(repo.read("a.txt").as_deref(), Some("MINE\ntwo\nthree\nappended\n"));
+    repo.assert_clean_after_run();
+}
+
+#[test]
+fn an_attempts_change_that_does_not_merge_with_your_edit_fails_it_and_your_edit_stays() {
+    let repo = Repo::new();
+    let started = repo.mark("started");
+    let go = repo.mark("go");
+    repo.plan(
+        "max_retries: 0",
+        &format!(
+            "    work:\n      run: 'touch {started}; until [ -e {go} ]; do sleep 0.05; done; sed -i s/two/THEIRS/ a.txt; touch done.txt'\n",
+            started = started.display(),
+            go = go.display()
+        ),
+    );
+    let child = aot_command(repo.dir())
+        .arg("start")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start aot");
+    wait_until(repo.marks.path(), "work runs", || started.exists());
+    repo.env.write("a.txt", "one\nMINE\nthree\n");
+    std::fs::write(&go, "").unwrap();
+    let out = child.wait_with_output().expect("aot ends");
+    assert_ne!(out.status.code(), Some(0));
+    assert_eq!(
+        repo.read("a.txt").as_deref(),
+        Some("one\nMINE\nthree\n"),
+        "never overwritten"
+    );
+    assert_eq!(repo.read("done.txt"), None, "nothing of the attempt landed");
     let journal = repo.journal();
-    assert!(journal.contains(r#""kept":["a.txt","notes.txt"]"#), "{journal}");
-    assert!(run.stdout.contains("but for a.txt, notes.txt"), "{}", run.stdout);
+    let failed = journal
+        .lines()
+        .find(|l| l.contains(r#""type":"atom_failed","atom":"work""#))
+        .unwrap_or_else(|| panic!("{journal}"));
+    assert!(
+        failed.contains("a.txt (you changed the same lines while it ran)"),
+        "{failed}"
+    );
+    repo.assert_clean_after_run();
 }
