@@ -273,7 +273,19 @@ pub fn acquire_runner(paths: &Paths, pid: u32) -> Result<RunnerLock, StoreError>
         OpenOptions::new().read(true).write(true).create(true).truncate(false),
     )
     .map_err(io_error(&paths.runner))?;
-    match file.try_lock() {
+    // A runner killed while it started a process (between fork and exec)
+    // leaves that child holding the lock for a moment: when the recorded
+    // runner is gone, the lock is waited for, within a bound.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    let mut locked = file.try_lock();
+    while matches!(locked, Err(TryLockError::WouldBlock))
+        && std::time::Instant::now() < deadline
+        && runner_pid(paths).is_none_or(|pid| !process_alive(pid))
+    {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        locked = file.try_lock();
+    }
+    match locked {
         Ok(()) => {
             file.set_len(0).map_err(io_error(&paths.runner))?;
             writeln!(file, "{pid}").map_err(io_error(&paths.runner))?;
@@ -292,6 +304,16 @@ pub fn acquire_runner(paths: &Paths, pid: u32) -> Result<RunnerLock, StoreError>
             source,
         }),
     }
+}
+
+/// Whether a process with this pid exists (a zombie counts as gone).
+fn process_alive(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'));
+    !zombie && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
 }
 
 /// Returns the pid of the running loop, if one holds the runner lock.

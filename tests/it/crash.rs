@@ -222,20 +222,29 @@ fn sigkill_during_landings_never_applies_a_change_twice_nor_half() {
         let env = landing_chain(atoms);
         rounds += 1;
         loop {
+            let errors = std::fs::File::create(env.path("stderr.log")).expect("stderr.log");
             let mut child = crate::common::aot_command(env.dir.path())
                 .arg("start")
                 .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
+                .stderr(errors)
                 .spawn()
                 .expect("start aot");
             // The kill lands at a random point of the chain's attempts and landings.
             std::thread::sleep(Duration::from_millis(rng.random_range(30..400)));
-            let done = child.try_wait().expect("wait").is_some();
-            if !done {
+            let ended = child.try_wait().expect("wait");
+            if ended.is_none() {
                 child.kill().expect("SIGKILL aot");
                 kills += 1;
             }
             let _ = child.wait();
+            if let Some(status) = ended {
+                let said = std::fs::read_to_string(env.path("stderr.log")).unwrap_or_default();
+                assert!(
+                    status.success(),
+                    "round {rounds}: aot ended by itself with {status}:\n{said}"
+                );
+            }
+            let done = ended.is_some();
             let log = std::fs::read_to_string(env.path("log.txt")).expect("log.txt");
             // Whole lines only, each atom's at most once, in the chain's order.
             assert!(log.is_empty() || log.ends_with('\n'), "a half-written file: {log:?}");
