@@ -48,6 +48,7 @@ mod schema;
 mod status;
 mod stop;
 mod ui;
+mod undo;
 mod validate;
 
 use std::io::IsTerminal;
@@ -108,6 +109,8 @@ enum Command {
     Stop(stop::Args),
     /// Change the objective, the graph, a constraint or a binding, with the trail rules of each
     Redirect(redirect::Args),
+    /// Put back what landings changed in your files (every landing of the last run, newest first, or one atom's), merged with your edits since; the undone atoms run again
+    Undo(undo::Args),
     /// Check state files for every problem at once, with file:line:column
     Validate(validate::Args),
     /// Print the JSON Schema of the state file
@@ -393,6 +396,7 @@ pub fn main() -> i32 {
         Command::Step(args) => run::step(&ctx, args),
         Command::Stop(args) => stop::run(&ctx, args),
         Command::Redirect(args) => redirect::run(&ctx, args),
+        Command::Undo(args) => undo::run(&ctx, args),
         Command::Validate(args) => validate::run(&ctx, args),
         Command::Schema(args) => schema::run(&ctx, args),
         Command::Status(args) => status::run(&ctx, args),

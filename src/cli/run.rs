@@ -216,6 +216,43 @@ fn gates(state_path: &std::path::Path) -> String {
     lines.iter().map(|l| format!("  law 1       {l}\n")).collect()
 }
 
+/// What this run's landings overwrote or deleted in the user's files, and
+/// that `aot undo` puts it back ("" when it only added files, or nothing).
+fn overwritten(state_path: &std::path::Path) -> String {
+    use aot::model::ChangeKind;
+    let journal = store::Paths::new(state_path).journal;
+    let Ok(contents) = aot::journal::read(&journal) else {
+        return String::new();
+    };
+    let owed = super::undo::owed(&contents.records, None);
+    let (mut modified, mut deleted) = (std::collections::BTreeSet::new(), std::collections::BTreeSet::new());
+    for landing in &owed {
+        for file in &landing.changes.files {
+            match file.change {
+                ChangeKind::Modified => modified.insert(file.path.clone()),
+                ChangeKind::Deleted => deleted.insert(file.path.clone()),
+                ChangeKind::Added => false,
+            };
+        }
+    }
+    if modified.is_empty() && deleted.is_empty() {
+        return String::new();
+    }
+    let listed = |set: &std::collections::BTreeSet<String>, what: &str| {
+        let names: Vec<&str> = set.iter().take(3).map(String::as_str).collect();
+        let more = if set.len() > 3 { ", …" } else { "" };
+        format!("{} {what} ({}{more})", set.len(), names.join(", "))
+    };
+    let mut said = Vec::new();
+    if !modified.is_empty() {
+        said.push(listed(&modified, "overwritten"));
+    }
+    if !deleted.is_empty() {
+        said.push(listed(&deleted, "deleted"));
+    }
+    format!("  your files  {}: `aot undo` puts them back\n", said.join(", "))
+}
+
 /// The auditor's summary of the journal (`aot audit` has the findings).
 fn audited(ctx: &Context) -> String {
     let Ok((findings, _)) = super::audit::findings(ctx) else {
@@ -546,14 +583,20 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
     if !json {
         out!(
             "{}",
-            summary(&final_state, &ended, started.elapsed()) + &gates(&ctx.state) + &audited(ctx)
+            summary(&final_state, &ended, started.elapsed())
+                + &gates(&ctx.state)
+                + &overwritten(&ctx.state)
+                + &audited(ctx)
         );
     } else if !ctx.json {
         // Records go to a pipe or a file: the person who started the run
         // still reads how it ended, on stderr.
         errln!(
             "{}",
-            summary(&final_state, &ended, started.elapsed()) + &gates(&ctx.state) + &audited(ctx)
+            summary(&final_state, &ended, started.elapsed())
+                + &gates(&ctx.state)
+                + &overwritten(&ctx.state)
+                + &audited(ctx)
         );
     }
     Ok(match ended {

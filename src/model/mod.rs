@@ -10,7 +10,7 @@ pub mod secret;
 pub mod text;
 pub mod time;
 
-pub use changes::Changes;
+pub use changes::{ChangeKind, Changes};
 pub use criterion::Criterion;
 pub use id::AtomId;
 

@@ -1124,3 +1124,61 @@ fn an_attempts_change_that_does_not_merge_with_your_edit_fails_it_and_your_edit_
     );
     repo.assert_clean_after_run();
 }
+
+#[test]
+fn aot_undo_puts_back_what_the_runs_landings_overwrote_and_deleted_and_keeps_your_edits() {
+    let repo = Repo::new();
+    repo.env.write("b.txt", "precious\n");
+    repo.env.write("c.txt", "mine\n");
+    repo.git(&["add", "b.txt", "c.txt"]);
+    repo.git(&["commit", "-qm", "more"]);
+    repo.plan(
+        "max_retries: 0",
+        "    rewrite:\n      run: 'sed -i s/two/TWO/ a.txt'\n    remove:\n      run: 'rm b.txt'\n      deps: [rewrite]\n    finish:\n      run: 'echo made > new.txt && touch done.txt'\n      deps: [remove]\n",
+    );
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, repo.journal());
+    assert!(
+        run.stderr
+            .contains("1 overwritten (a.txt), 1 deleted (b.txt): `aot undo` puts them back"),
+        "the summary says what was overwritten and deleted:\n{}",
+        run.stderr
+    );
+    assert_eq!(repo.read("b.txt"), None);
+    // You edit after the run: your edit stays through the undo.
+    repo.env.write("a.txt", "one\nTWO\nthree\nmine too\n");
+    let undo = repo.env.aot(&["undo"]);
+    assert_eq!(undo.code, 0, "{}", undo.transcript());
+    assert_eq!(repo.read("a.txt").as_deref(), Some("one\ntwo\nthree\nmine too\n"));
+    assert_eq!(
+        repo.read("b.txt").as_deref(),
+        Some("precious\n"),
+        "put back byte for byte"
+    );
+    assert_eq!(repo.read("new.txt"), None, "what the run added goes too");
+    assert_eq!(repo.read("c.txt").as_deref(), Some("mine\n"));
+    assert!(undo.stdout.contains("undid `remove` (attempt 1)"), "{}", undo.stdout);
+    // Journaled, the atoms run again, and nothing is undone twice.
+    let journal = repo.journal();
+    assert_eq!(journal.matches(r#""type":"changes_undone""#).count(), 3, "{journal}");
+    let status = repo.env.aot(&["--json", "status"]);
+    let state: serde_json::Value = serde_json::from_str(&status.stdout).unwrap();
+    assert_eq!(state["counts"]["pending"], 3, "{}", status.stdout);
+    let again = repo.env.aot(&["undo"]);
+    assert_eq!(again.code, 0);
+    assert!(again.stdout.contains("nothing left to undo"), "{}", again.stdout);
+    assert_eq!(repo.env.aot(&["replay", "--check"]).code, 0);
+    // One atom's landing: the next run lands again, `--atom` undoes one.
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(repo.read("b.txt"), None);
+    let one = repo.env.aot(&["undo", "--atom", "remove"]);
+    assert_eq!(one.code, 0, "{}", one.transcript());
+    assert_eq!(repo.read("b.txt").as_deref(), Some("precious\n"));
+    assert_eq!(
+        repo.read("new.txt").as_deref(),
+        Some("made\n"),
+        "only that atom's landing"
+    );
+    repo.assert_clean_after_run();
+}
