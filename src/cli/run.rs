@@ -557,6 +557,9 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
     } else {
         Printer::Live(Live::new())
     };
+    // An attempt's double-forked orphans stay below this process, to be
+    // ended with the run.
+    aot::workers::command::adopt_orphans();
     let result = runtime.block_on(async {
         let interrupt = cancel.clone();
         tokio::spawn(async move {
@@ -578,6 +581,14 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
         engine.run().await
     });
     drop(printer);
+    // No process an attempt started outlives the run.
+    let left = aot::workers::command::kill_run_leftovers();
+    if left > 0 {
+        warn(&format!(
+            "stopped {left} process{} the run's attempts had left running",
+            if left == 1 { "" } else { "es" }
+        ));
+    }
     let ended = result.map_err(|e| CliError::new(e.to_string()))?;
     let (final_state, _) = store.open()?;
     if !json {
@@ -645,7 +656,8 @@ async fn workspace(path: &std::path::Path, state: &StateFile, options: &Options)
     match GitWorkspace::discover(&absolute, &others).await {
         Ok(Some(workspace)) => {
             let per_atom = state.objective.constraints.commit() == CommitPolicy::PerAtom;
-            Some(Arc::new(workspace.committing(per_atom)))
+            let copies = state.objective.constraints.max_parallel_agents() as usize;
+            Some(Arc::new(workspace.committing(per_atom).pooling(copies)))
         }
         Ok(None) => {
             errln!(

@@ -101,7 +101,9 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
                 "{} is not in a git work tree: there, landings are not recorded, so there is nothing aot can put back",
                 ctx.label()
             ))
-        })?;
+        })?
+        // The copies the runs keep stay for the next one.
+        .pooling(state.objective.constraints.max_parallel_agents() as usize);
     let landed: Vec<(String, u32)> = state
         .bindings
         .iter()
@@ -145,7 +147,7 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
             }
         }
     }
-    runtime.block_on(workspace.close(&landed));
+    let _ = runtime.block_on(workspace.close(&landed));
     if ctx.json {
         let list: Vec<_> = undone
             .iter()

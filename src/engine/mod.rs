@@ -571,13 +571,13 @@ impl<'a> Engine<'a> {
         if finished {
             if !changes.is_empty() {
                 self.observer.warn(&format!(
-                    "a kill interrupted the landing of `{atom}` (attempt {attempt}), which the run had recorded: finished ({changes}){yours}"
+                    "the landing of `{atom}` (attempt {attempt}) was interrupted (a kill) after the run recorded it: finished ({changes}){yours}"
                 ));
             }
             return Ok(());
         }
         self.observer.warn(&format!(
-            "a kill interrupted the landing of `{atom}` (attempt {attempt}) before the run recorded it: taken back ({changes}), and `{atom}` runs again{yours}"
+            "the landing of `{atom}` (attempt {attempt}) was interrupted (a kill, or the run ended while it landed) before the run recorded it: taken back ({changes}), and `{atom}` runs again{yours}"
         ));
         if !changes.is_empty() || !kept.is_empty() {
             self.record(vec![Event::WorkspaceRecovered { changes, kept }])?;
@@ -598,7 +598,10 @@ impl<'a> Engine<'a> {
         }
         if let Some(workspace) = self.roles.workspace.clone() {
             let journaled = self.journaled_landings();
-            workspace.close(&journaled).await;
+            for interrupted in workspace.close(&journaled).await {
+                let said = self.interrupted_landing(interrupted);
+                ended = ended.and_then(|ended| said.map(|()| ended));
+            }
         }
         // Every Megram of the run is written before the run reports its end.
         self.close_memory().await;

@@ -710,7 +710,7 @@ pub trait Workspace: Send + Sync {
     /// After a run: copies removed (the user's tree is as the run left it);
     /// a landing whose task was stopped before the run took it in is
     /// settled as [`Workspace::open`] would (`landed`: the journal's).
-    fn close<'a>(&'a self, landed: &'a [(String, u32)]) -> BoxFuture<'a, ()>;
+    fn close<'a>(&'a self, landed: &'a [(String, u32)]) -> BoxFuture<'a, Vec<Interrupted>>;
 }
 
 /// The implementations a run uses, wired by the binary.

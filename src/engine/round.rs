@@ -234,6 +234,8 @@ pub(super) struct Placing {
 /// succeeds and are discarded otherwise.
 async fn isolated(roles: Roles, mut assignment: Assignment, cancel: CancellationToken, placing: Placing) -> Reported {
     let Some(workspace) = roles.workspace.clone() else {
+        // Without isolation what an attempt leaves running is ended with the
+        // run (a scan of the processes per attempt would cost the loop).
         let (atom, attempted) = attempt(roles, assignment, cancel).await;
         return (atom, attempted, None);
     };
@@ -262,6 +264,9 @@ async fn isolated(roles: Roles, mut assignment: Assignment, cancel: Cancellation
     let keep = format!("{}-{}", assignment.atom, assignment.attempt);
     let read_only = assignment.spec.read_only;
     let (atom, attempted) = attempt(roles, assignment, cancel).await;
+    // Nothing of the attempt writes on in its copy while its changes are
+    // taken, nor into the copy's next attempt.
+    end_leftovers(&atom, number).await;
     let discard = |attempted: Attempted| {
         let place = &place;
         let workspace = &workspace;
@@ -344,6 +349,13 @@ async fn isolated(roles: Roles, mut assignment: Assignment, cancel: Cancellation
         other => discard(other).await,
     };
     (atom, attempted, isolated)
+}
+
+/// Ends what the attempt left running outside its process group (a
+/// `setsid` daemon, a double fork), off the async threads.
+async fn end_leftovers(atom: &str, attempt: u32) {
+    let atom = atom.to_string();
+    let _ = tokio::task::spawn_blocking(move || crate::workers::command::kill_attempt_leftovers(&atom, attempt)).await;
 }
 
 /// One attempt: the worker's work, then the validator on each criterion in
@@ -513,6 +525,12 @@ impl Engine<'_> {
                 d.halted |= !cancelled && self.options.one_iteration;
             } else {
                 let attempt = self.state.graph.atoms.get(&atom).map_or(0, |a| a.attempts);
+                // What landed stays, recorded (as it always was): its
+                // write-ahead record goes.
+                if let (Some(Isolated::Landed(_, place)), Some(workspace)) = (&isolated, self.roles.workspace.clone()) {
+                    let place = *place;
+                    tokio::spawn(async move { workspace.settle(place).await });
+                }
                 self.record_isolated(&atom, attempt, isolated)?;
                 // Interrupted by that correction: the journal says why it stopped.
                 if let Some(why) = self.interrupted.remove(&atom)

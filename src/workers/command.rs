@@ -332,15 +332,72 @@ pub fn reap_orphans(state: &std::path::Path) -> usize {
     let wanted = format!("AOT_STATE={}", state.display());
     let runner_prefix = format!("{}=", crate::engine::roles::RUNNER_VAR);
     let me = std::process::id() as i32;
-    let my_group = nix::unistd::getpgrp().as_raw();
-    let stat_of = |pid: i32| -> Option<(i32, i32)> {
-        // After the command name in parentheses: state, ppid, pgrp.
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let mut rest = stat[stat.rfind(')')? + 1..].split_whitespace().skip(1);
-        let ppid = rest.next()?.parse().ok()?;
-        let pgrp = rest.next()?.parse().ok()?;
-        Some((ppid, pgrp))
-    };
+    let alive = |pid: i32| std::path::Path::new(&format!("/proc/{pid}")).exists();
+    let found = find_processes(|_, vars| {
+        if !vars.contains(&wanted.as_bytes()) {
+            return false;
+        }
+        let runner = vars
+            .iter()
+            .find_map(|var| var.strip_prefix(runner_prefix.as_bytes()))
+            .and_then(|v| std::str::from_utf8(v).ok()?.parse::<i32>().ok());
+        // Started by a runner, and that runner is gone (or is this one's pid
+        // reused: a new runner has started none yet).
+        runner.is_some_and(|runner| runner == me || !alive(runner))
+    });
+    kill_found(&found);
+    found.len()
+}
+
+/// Kills what an attempt of `atom` left running when it ended — a daemon
+/// that left the attempt's process group (`setsid`, a double fork) carries
+/// the attempt's marks in its environment (`AOT_ATOM`, `AOT_ATTEMPT`, and
+/// this runner's pid). Returns how many. Linux (`/proc`); elsewhere nothing.
+pub fn kill_attempt_leftovers(atom: &str, attempt: u32) -> usize {
+    let marks = [
+        format!("AOT_ATOM={atom}"),
+        format!("AOT_ATTEMPT={attempt}"),
+        format!("{}={}", crate::engine::roles::RUNNER_VAR, std::process::id()),
+    ];
+    let found = find_processes(|_, vars| marks.iter().all(|m| vars.contains(&m.as_bytes())));
+    kill_found(&found);
+    found.len()
+}
+
+/// Kills everything a run started that is still running at its end: every
+/// process with this runner's mark, and every process this one adopted as
+/// a subreaper (an attempt's orphan that cleared its environment). Returns
+/// how many. Linux (`/proc`); elsewhere nothing.
+pub fn kill_run_leftovers() -> usize {
+    let mark = format!("{}={}", crate::engine::roles::RUNNER_VAR, std::process::id());
+    let me = std::process::id() as i32;
+    let found = find_processes(|ppid, vars| ppid == me || vars.contains(&mark.as_bytes()));
+    kill_found(&found);
+    found.len()
+}
+
+/// Makes this process the reaper of its descendants' orphans (Linux): a
+/// process an attempt double-forks away stays below it, to be found and
+/// ended with the run.
+pub fn adopt_orphans() {
+    #[cfg(target_os = "linux")]
+    let _ = nix::sys::prctl::set_child_subreaper(true);
+}
+
+/// (ppid, process group) of `pid`, from `/proc`.
+fn stat_of(pid: i32) -> Option<(i32, i32)> {
+    // After the command name in parentheses: state, ppid, pgrp.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut rest = stat[stat.rfind(')')? + 1..].split_whitespace().skip(1);
+    let ppid = rest.next()?.parse().ok()?;
+    let pgrp = rest.next()?.parse().ok()?;
+    Some((ppid, pgrp))
+}
+
+/// The live processes (pid, group) for which `wanted(ppid, environment)`
+/// holds, never this process nor its ancestors; zombies are left out.
+fn find_processes(wanted: impl Fn(i32, &[&[u8]]) -> bool) -> Vec<(i32, i32)> {
+    let me = std::process::id() as i32;
     let mut ancestors = std::collections::HashSet::from([me]);
     let mut at = me;
     while let Some((ppid, _)) = stat_of(at).filter(|(ppid, _)| *ppid > 1) {
@@ -349,61 +406,58 @@ pub fn reap_orphans(state: &std::path::Path) -> usize {
         }
         at = ppid;
     }
-    let alive = |pid: i32| std::path::Path::new(&format!("/proc/{pid}")).exists();
-    let mut found: Vec<(i32, i32)> = Vec::new();
+    let mut found = Vec::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
-        return 0;
+        return found;
     };
     for entry in entries.flatten() {
         let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
             continue;
         };
-        if ancestors.contains(&pid) {
+        if ancestors.contains(&pid) || !running(pid) {
             continue;
         }
-        // Another user's process, or one gone meanwhile: not ours.
-        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+        let Some((ppid, group)) = stat_of(pid) else {
             continue;
         };
+        // Another user's process, or one gone meanwhile: its environment is
+        // unreadable (an adopted orphan is judged by its parent alone).
+        let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
         let vars: Vec<&[u8]> = environ.split(|b| *b == 0).collect();
-        if !vars.contains(&wanted.as_bytes()) {
-            continue;
+        if wanted(ppid, &vars) {
+            // An ancestor's group (the user's shell job) is never killed.
+            found.push((pid, if ancestors.contains(&group) { 0 } else { group }));
         }
-        let runner = vars
-            .iter()
-            .find_map(|var| var.strip_prefix(runner_prefix.as_bytes()))
-            .and_then(|v| std::str::from_utf8(v).ok()?.parse::<i32>().ok());
-        // Started by a runner, and that runner is gone (or is this one's pid
-        // reused: a new runner has started none yet).
-        let Some(runner) = runner else {
-            continue;
-        };
-        if runner != me && alive(runner) {
-            continue;
-        }
-        let group = stat_of(pid).map_or(pid, |(_, group)| group);
-        found.push((pid, group));
     }
-    for &(pid, group) in &found {
-        if group > 1 && group != my_group && !ancestors.contains(&group) {
+    found
+}
+
+/// Whether `pid` exists and is not a zombie.
+fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rfind(')')
+            .is_some_and(|at| !stat[at + 1..].trim_start().starts_with('Z'))
+    })
+}
+
+/// SIGKILLs each found process and its group (never this process's group),
+/// then waits (at most 2 s) until they cannot write any more.
+fn kill_found(found: &[(i32, i32)]) {
+    if found.is_empty() {
+        return;
+    }
+    let my_group = nix::unistd::getpgrp().as_raw();
+    for &(pid, group) in found {
+        if group > 1 && group != my_group {
             let _ = killpg(Pid::from_raw(group), Signal::SIGKILL);
         }
         let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
     }
-    // SIGKILL is delivered asynchronously; the tree is restored only once
-    // they cannot write any more.
+    // SIGKILL is delivered asynchronously.
     let deadline = Instant::now() + std::time::Duration::from_secs(2);
-    while Instant::now() < deadline
-        && found.iter().any(|&(pid, _)| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-                stat.rfind(')')
-                    .is_some_and(|at| !stat[at + 1..].trim_start().starts_with('Z'))
-            })
-        })
-    {
+    while Instant::now() < deadline && found.iter().any(|&(pid, _)| running(pid)) {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
-    found.len()
 }
 
 /// Kills a command's process group when its run is dropped half-way.

@@ -551,16 +551,50 @@ impl Confine {
         {
             return format!("refused: `{path}` leads outside the workspace");
         }
+        // Opened without following a link and without truncating: what was
+        // opened is checked before a byte changes.
         let opened = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
-            .truncate(true)
+            .truncate(false)
             .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits() | nix::fcntl::OFlag::O_NONBLOCK.bits())
             .open(&full);
-        match opened.and_then(|mut f| f.write_all(content.as_bytes())) {
+        let mut file = match opened {
+            Ok(file) => file,
+            Err(e) => return format!("cannot write `{path}`: {e}"),
+        };
+        if let Err(why) = self.may_write(&file) {
+            return format!("refused: `{path}` {why}");
+        }
+        match file.set_len(0).and_then(|()| file.write_all(content.as_bytes())) {
             Ok(()) => format!("wrote `{path}` ({} bytes)", content.len()),
             Err(e) => format!("cannot write `{path}`: {e}"),
         }
+    }
+
+    /// Whether the opened file may be written, by what it is rather than by
+    /// its name: a regular file with one link (a hard link is another
+    /// name for a file that may be anywhere, the journal or a file outside
+    /// the workspace among them), and none of aot's files by device and
+    /// inode.
+    fn may_write(&self, file: &std::fs::File) -> Result<(), String> {
+        use std::os::unix::fs::MetadataExt as _;
+        let meta = file.metadata().map_err(|e| format!("cannot be read back: {e}"))?;
+        if !meta.is_file() {
+            return Err("is not a regular file".into());
+        }
+        if meta.nlink() > 1 {
+            return Err(format!(
+                "has {} names (hard links): one of them may be outside the workspace or aot's own, so it is not written",
+                meta.nlink()
+            ));
+        }
+        let same =
+            |other: &Path| std::fs::metadata(other).is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino());
+        if self.protected.iter().any(|p| same(p)) {
+            return Err("is aot's own file".into());
+        }
+        Ok(())
     }
 
     fn list(&self, path: &str) -> String {

@@ -120,7 +120,17 @@ impl Git {
             // No index yet (a fresh repository): git starts from an empty one.
             let _ = tokio::fs::copy(&source, &index).await;
         }
-        self.with_index(dir, &index, &["add", "-A", "--", ":/"], None).await?;
+        // A file that vanishes while git reads the tree (an editor's
+        // temporary file, saved over its original) fails the read: the tree
+        // is read again, a few times.
+        let mut tries = 0;
+        loop {
+            match self.with_index(dir, &index, &["add", "-A", "--", ":/"], None).await {
+                Ok(_) => break,
+                Err(error) if tries < 5 && vanished(&error) => tries += 1,
+                Err(error) => return Err(error),
+            }
+        }
         // (An exclude pathspec in `add` fails when it names an ignored file.)
         if !self.own.is_empty() {
             let mut args = vec!["rm", "--cached", "-r", "-q", "--ignore-unmatch", "--"];
@@ -676,6 +686,12 @@ fn io_error(command: &str, error: &std::io::Error) -> GitError {
         command: command.into(),
         message: error.to_string(),
     }
+}
+
+/// Whether git failed because a file went away while it read the tree.
+fn vanished(error: &GitError) -> bool {
+    let m = &error.message;
+    m.contains("unable to stat") || m.contains("No such file or directory") || m.contains("unable to index file")
 }
 
 /// Removes a file. The folders it leaves empty stay: git does not track

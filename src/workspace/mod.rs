@@ -40,6 +40,8 @@ pub struct GitWorkspace {
     refs: String,
     /// Each landing is committed on the user's branch (`constraints.commit: per_atom`).
     commit_per_atom: bool,
+    /// The most copies kept from one run to the next.
+    pool_max: usize,
     inner: Mutex<Inner>,
 }
 
@@ -54,6 +56,9 @@ struct Inner {
     places: HashMap<u64, Entered>,
     /// Copies: their folder, and whether an attempt uses it.
     pool: Vec<(PathBuf, bool)>,
+    /// Empty folders of the tree as landed (git keeps none): the user's at
+    /// the start, and those landings made; made in each copy.
+    folders: std::collections::BTreeSet<String>,
     next: u64,
 }
 
@@ -113,6 +118,7 @@ impl GitWorkspace {
             git: Git::new(top, common, scratch, own),
             refs: format!("refs/aot/{key}"),
             commit_per_atom: false,
+            pool_max: 1,
             inner: Mutex::new(Inner::default()),
         }))
     }
@@ -120,6 +126,14 @@ impl GitWorkspace {
     /// Commits each landing (and each undo) on the user's branch.
     pub fn committing(mut self, per_atom: bool) -> Self {
         self.commit_per_atom = per_atom;
+        self
+    }
+
+    /// Keeps up to `copies` copies from one run to the next (the pool's
+    /// bound: `max_parallel_agents`), so a later run's attempts start in a
+    /// copy with its build cache warm.
+    pub fn pooling(mut self, copies: usize) -> Self {
+        self.pool_max = copies.max(1);
         self
     }
 
@@ -160,15 +174,33 @@ impl GitWorkspace {
             }
             self.git.delete_ref(&name).await?;
         }
-        recovered.copies = self.clear_leftovers().await?;
+        // Copies an earlier run kept are this run's pool (each is reset when
+        // used), up to the bound; the rest, and aot's refs, go.
+        let mut pool = Vec::new();
+        for copy in self.git.worktrees_under(&self.trees()).await {
+            if pool.len() < self.pool_max && tokio::fs::try_exists(copy.join(".git")).await.unwrap_or(false) {
+                pool.push((copy, false));
+            } else {
+                self.git.remove_worktree(&copy).await;
+                recovered.copies += 1;
+            }
+        }
+        for name in self.git.refs(&self.refs).await? {
+            self.git.delete_ref(&name).await?;
+        }
         // The tree as it is — the user's uncommitted changes included — is
         // where this run starts.
         let start = self.git.snapshot(&self.git.top).await?;
         let commit = self.git.commit(&start, None, "aot: the starting point", false).await?;
         self.git.set_ref(&self.landed_ref(), &commit).await?;
+        let next = pool.len() as u64;
+        let folders = self.git.empty_folders(&self.git.top).await?.into_iter().collect();
         *inner = Inner {
             landed: start,
             landed_commit: commit,
+            pool,
+            next,
+            folders,
             ..Inner::default()
         };
         Ok(recovered)
@@ -284,16 +316,17 @@ impl GitWorkspace {
                 slot
             }
             None => {
-                // Named by the place that made it: unique though kept copies leave the pool.
-                let path = self.trees().join(id.to_string());
+                // Named by the place that made it, with this process: unique
+                // beside copies earlier runs kept.
+                let path = self.trees().join(format!("{}-{id}", std::process::id()));
                 self.git.add_worktree(&path, &inner.landed_commit).await?;
                 inner.pool.push((path, false));
                 inner.pool.len() - 1
             }
         };
         let copy = inner.pool[slot].0.clone();
-        // Empty folders of the user's (git keeps none) are there in the copy too.
-        for folder in self.git.empty_folders(&self.git.top).await? {
+        // Empty folders of the tree as landed (git keeps none) are there in the copy too.
+        for folder in &inner.folders {
             let _ = tokio::fs::create_dir_all(copy.join(folder)).await;
         }
         inner.pool[slot].1 = true;
@@ -354,6 +387,7 @@ impl GitWorkspace {
         for (((path, entry), now), before) in entries.iter().zip(now).zip(before) {
             met.now.push((path.clone(), now.clone()));
             let untouched = now.as_ref().map(|(_, blob)| blob) == before.as_ref();
+            met.yours_changed |= !untouched;
             if untouched || now == *entry {
                 if now != *entry {
                     met.writes.push((path.clone(), entry.clone()));
@@ -387,12 +421,27 @@ impl GitWorkspace {
     /// ref of landing `id`, naming `atom` and `attempt`): each path's before
     /// image (the user's file now) and after image, kept until the run has
     /// journaled the landing ([`Workspace::settle`]).
-    async fn write_ahead(&self, inner: &Inner, id: u64, who: (&str, u32), met: &Met) -> Result<(), GitError> {
+    async fn write_ahead(
+        &self,
+        inner: &Inner,
+        id: u64,
+        who: (&str, u32),
+        met: &Met,
+        new: &str,
+    ) -> Result<(), GitError> {
         if met.writes.is_empty() {
             return Ok(());
         }
-        let before = self.git.edit_tree(&inner.landed, &met.now).await?;
-        let after = self.git.edit_tree(&before, &met.writes).await?;
+        // Your files as they were and as they will be; when you changed none
+        // of them since the last landing, that is the tree as landed and the
+        // new one.
+        let (before, after) = if met.yours_changed {
+            let before = self.git.edit_tree(&inner.landed, &met.now).await?;
+            let after = self.git.edit_tree(&before, &met.writes).await?;
+            (before, after)
+        } else {
+            (inner.landed.clone(), new.to_string())
+        };
         let before = self.git.commit(&before, None, "aot: before a landing", false).await?;
         let record = format!("aot: a landing\n\natom: {}\nattempt: {}\n", who.0, who.1);
         let after = self.git.commit(&after, Some(&before), &record, false).await?;
@@ -438,12 +487,13 @@ impl GitWorkspace {
             return Ok(Landing::Conflict { files: met.conflicts });
         }
         let empty = self.git.empty_folders(&copy).await?;
-        self.write_ahead(&inner, place.id, who, &met).await?;
-        for folder in empty {
-            let _ = tokio::fs::create_dir_all(self.git.top.join(folder)).await;
-        }
         let old = inner.landed.clone();
         let new = self.git.edit_tree(&old, &met.entries).await?;
+        self.write_ahead(&inner, place.id, who, &met, &new).await?;
+        for folder in empty {
+            let _ = tokio::fs::create_dir_all(self.git.top.join(&folder)).await;
+            inner.folders.insert(folder);
+        }
         if new != old {
             self.advance(&mut inner, new.clone(), message).await?;
         }
@@ -579,22 +629,29 @@ impl GitWorkspace {
         Ok((undone, kept))
     }
 
-    async fn close_inner(&self, landed: &[(String, u32)]) {
+    async fn close_inner(&self, landed: &[(String, u32)]) -> Vec<Interrupted> {
         let mut inner = self.inner.lock().await;
         // Nothing of the user's to put back: attempts never wrote there. A
         // landing the run did not take in (its task was stopped) is settled.
+        let mut settled = Vec::new();
         if let Ok(names) = self.git.refs(&format!("{}/landing/", self.refs)).await {
             for name in names {
-                if self.settle_interrupted(&name, landed).await.is_ok() {
-                    let _ = self.git.delete_ref(&name).await;
+                match self.settle_interrupted(&name, landed).await {
+                    Ok(interrupted) => {
+                        settled.extend(interrupted);
+                        let _ = self.git.delete_ref(&name).await;
+                    }
+                    Err(_) => {}
                 }
             }
         }
-        for (path, _) in inner.pool.drain(..) {
-            self.git.remove_worktree(&path).await;
+        // Up to the bound, copies stay for the next run (warm build caches);
+        // the rest go.
+        let pool: Vec<PathBuf> = inner.pool.drain(..).map(|(path, _)| path).collect();
+        for path in pool.iter().skip(self.pool_max) {
+            self.git.remove_worktree(path).await;
         }
         inner.places.clear();
-        let _ = tokio::fs::remove_dir_all(self.trees()).await;
         if let Ok(names) = self.git.refs(&self.refs).await {
             for name in names {
                 // A landing that could not be settled stays for the next start.
@@ -604,9 +661,11 @@ impl GitWorkspace {
             }
         }
         sweep_scratch(&self.git.scratch).await;
-        // Nothing kept (no `--keep-failed` tree, no refs for a recovery):
-        // leave no empty folder behind. Fails, harmlessly, when not empty.
+        // Nothing kept (no copy, no `--keep-failed` tree): leave no empty
+        // folder behind. Fails, harmlessly, when not empty.
+        let _ = tokio::fs::remove_dir(self.trees()).await;
         let _ = tokio::fs::remove_dir(&self.git.scratch).await;
+        settled
     }
 
     async fn settle_inner(&self, id: u64) {
@@ -625,6 +684,8 @@ struct Met {
     now: Vec<(String, Entry)>,
     /// The files that do not merge, with why.
     conflicts: Vec<String>,
+    /// Whether any of the paths is not as landed in the user's tree.
+    yours_changed: bool,
 }
 
 fn unknown_place() -> GitError {
@@ -810,7 +871,7 @@ impl Workspace for GitWorkspace {
         Box::pin(async move { self.undo_inner(changes, message).await.map_err(text) })
     }
 
-    fn close<'a>(&'a self, landed: &'a [(String, u32)]) -> BoxFuture<'a, ()> {
+    fn close<'a>(&'a self, landed: &'a [(String, u32)]) -> BoxFuture<'a, Vec<Interrupted>> {
         Box::pin(self.close_inner(landed))
     }
 }

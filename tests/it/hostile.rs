@@ -155,14 +155,21 @@ fn a_service_left_holding_the_output_does_not_hold_the_run() {
     let run = env.aot(&["start"]);
     let pid = std::fs::read_to_string(env.path("svc.pid")).unwrap_or_default();
     let pid: u32 = pid.trim().parse().expect("the service wrote its pid");
-    // Running, not a zombie nobody reaped.
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let alive = stat
         .rsplit_once(") ")
         .is_some_and(|(_, rest)| !rest.starts_with(['Z', 'X']));
     let _ = std::process::Command::new("kill").arg(pid.to_string()).status();
+    // The run went on past it, and ended it with the run: nothing an
+    // attempt started outlives the run.
     assert_eq!(run.code, 0, "{}", run.transcript());
-    assert!(alive, "the run ended while the service still ran");
+    assert!(!alive, "the service outlived the run");
+    assert!(
+        run.stderr
+            .contains("stopped 1 process the run's attempts had left running"),
+        "{}",
+        run.stderr
+    );
 }
 
 mod planted_links {
@@ -493,4 +500,23 @@ fn the_largest_max_retries_is_a_bound_not_an_overflow() {
     let run = env.aot(&["start"]);
     assert_eq!(run.code, 0, "{}", run.transcript());
     assert_eq!(env.aot(&["status"]).code, 0);
+}
+
+#[test]
+fn without_git_too_no_daemon_an_attempt_started_outlives_the_run() {
+    let env = TestEnv::new();
+    let dir = env.dir.path().display().to_string();
+    env.write(
+        "aot.yaml",
+        &format!(
+            "{}    used:\n      run: '(setsid sh -c \"sleep 300 & echo \\$! > {dir}/d.pid\" &); while [ ! -s {dir}/d.pid ]; do sleep 0.05; done; touch used.done'\n",
+            HEAD
+        ),
+    );
+    let run = env.aot(&["start"]);
+    assert_eq!(run.code, 0, "{}", run.transcript());
+    let pid = std::fs::read_to_string(env.path("d.pid")).unwrap();
+    let alive = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
+        .is_ok_and(|stat| !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'));
+    assert!(!alive, "the daemon outlived the run");
 }

@@ -36,6 +36,15 @@ impl Repo {
         self.env.dir.path()
     }
 
+    /// Saves `text` as `name` the way editors do, whole (written beside it,
+    /// then renamed over it): a snapshot never sees it half written.
+    fn save(&self, name: &str, text: &str) {
+        let temp = self.marks.path().join(format!("{}.saving", name.replace('/', "_")));
+        std::fs::write(&temp, text).unwrap();
+        std::fs::copy(&temp, self.env.path(&format!("{name}.saving"))).unwrap();
+        std::fs::rename(self.env.path(&format!("{name}.saving")), self.env.path(name)).unwrap();
+    }
+
     fn mark(&self, name: &str) -> PathBuf {
         self.marks.path().join(name)
     }
@@ -109,20 +118,48 @@ impl Repo {
         }
     }
 
-    /// No copy of the tree and no ref of aot's is left.
+    /// No ref of aot's is left, and no copy of the tree but the pool kept
+    /// for the next run (under `.git/aot/<key>/trees/`, at most `pool` of them).
     fn assert_clean_after_run(&self) {
+        self.assert_clean_after_run_keeping(3);
+    }
+
+    fn assert_clean_after_run_keeping(&self, pool: usize) {
         let worktrees = self.git(&["worktree", "list", "--porcelain"]);
-        assert_eq!(
-            worktrees.matches("worktree ").count(),
-            1,
-            "stray worktrees:\n{worktrees}"
+        let copies: Vec<&str> = worktrees
+            .lines()
+            .filter_map(|l| l.strip_prefix("worktree "))
+            .skip(1)
+            .collect();
+        assert!(
+            copies.len() <= pool,
+            "more copies kept than the pool holds:\n{worktrees}"
         );
+        for copy in &copies {
+            assert!(
+                copy.contains("/.git/aot/") && copy.contains("/trees/"),
+                "a stray worktree: {copy}"
+            );
+        }
         assert_eq!(self.git(&["for-each-ref", "refs/aot"]), "", "stray refs");
         assert_eq!(self.git(&["stash", "list"]), "");
         let scratch: Vec<_> = std::fs::read_dir(self.dir().join(".git/aot"))
-            .map(|d| d.flatten().map(|e| e.file_name()).collect())
+            .map(|d| d.flatten().map(|e| e.path()).collect())
             .unwrap_or_default();
-        assert!(scratch.is_empty(), "aot's folders left in .git/aot: {scratch:?}");
+        for folder in scratch {
+            let inside: Vec<_> = std::fs::read_dir(&folder)
+                .map(|d| {
+                    d.flatten()
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            assert!(
+                inside.iter().all(|name| name == "trees"),
+                "aot's files left in {}: {inside:?}",
+                folder.display()
+            );
+        }
     }
 }
 
@@ -225,7 +262,9 @@ fn parallel_atoms_editing_the_same_lines_is_a_reported_conflict_of_the_later_one
     assert_eq!(
         repo.read("a.txt").as_deref(),
         Some("one\nFIRST\nthree\n"),
-        "what landed first stays"
+        "what landed first stays:\n{}\n{}",
+        run.stderr,
+        repo.journal()
     );
     let journal = repo.journal();
     let failed = journal
@@ -499,7 +538,7 @@ fn an_agents_retry_prompt_says_the_tree_is_clean_and_what_was_discarded() {
 }
 
 #[test]
-fn a_run_killed_while_copies_work_leaves_no_stray_worktree_after_the_next_start() {
+fn a_run_killed_while_copies_work_has_them_reused_by_the_next_start_and_no_stray_left() {
     let repo = Repo::new();
     let second = repo.mark("second");
     let atom = |name: &str| {
@@ -530,13 +569,10 @@ fn a_run_killed_while_copies_work_leaves_no_stray_worktree_after_the_next_start(
     assert_eq!(run.code, 0, "{}\n{}", run.stderr, repo.journal());
     assert_eq!(repo.read("p.txt").as_deref(), Some("p\n"));
     assert_eq!(repo.read("q.txt").as_deref(), Some("q\n"));
-    assert!(
-        run.stdout
-            .contains("removed 2 copies of the work tree a killed run left"),
-        "{}",
-        run.stdout
-    );
-    repo.assert_clean_after_run();
+    // The killed run's copies are this run's pool: reset, reused, and kept
+    // for the next (at most max_parallel_agents of them).
+    assert!(!run.stdout.contains("copies of the work tree"), "{}", run.stdout);
+    repo.assert_clean_after_run_keeping(2);
 }
 
 #[test]
@@ -689,7 +725,7 @@ fn a_landing_merges_with_the_users_edit_made_during_the_run() {
         .spawn()
         .expect("start aot");
     wait_until(repo.marks.path(), "p runs", || started.exists());
-    repo.env.write("a.txt", "USER\ntwo\nthree\n");
+    repo.save("a.txt", "USER\ntwo\nthree\n");
     std::fs::write(&go, "").unwrap();
     let out = child.wait_with_output().expect("aot ends");
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
@@ -1040,8 +1076,8 @@ fn edits_made_during_a_failing_attempt_to_a_file_it_never_touches_and_a_new_file
     wait_until(repo.marks.path(), "wrong runs", || started.exists());
     // While the attempt that will fail runs: an edit to a file it never
     // touches, and a new file.
-    repo.env.write("b.txt", "b, edited by me\n");
-    repo.env.write("new.txt", "made by me\n");
+    repo.save("b.txt", "b, edited by me\n");
+    repo.save("new.txt", "made by me\n");
     std::fs::write(&go, "").unwrap();
     let out = child.wait_with_output().expect("aot ends");
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
@@ -1075,7 +1111,7 @@ fn a_users_edit_of_line_one_and_an_attempts_append_to_the_same_file_both_land() 
         .spawn()
         .expect("start aot");
     wait_until(repo.marks.path(), "work runs", || started.exists());
-    repo.env.write("a.txt", "MINE\ntwo\nthree\n");
+    repo.save("a.txt", "MINE\ntwo\nthree\n");
     std::fs::write(&go, "").unwrap();
     let out = child.wait_with_output().expect("aot ends");
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
@@ -1103,7 +1139,7 @@ fn an_attempts_change_that_does_not_merge_with_your_edit_fails_it_and_your_edit_
         .spawn()
         .expect("start aot");
     wait_until(repo.marks.path(), "work runs", || started.exists());
-    repo.env.write("a.txt", "one\nMINE\nthree\n");
+    repo.save("a.txt", "one\nMINE\nthree\n");
     std::fs::write(&go, "").unwrap();
     let out = child.wait_with_output().expect("aot ends");
     assert_ne!(out.status.code(), Some(0));
@@ -1181,4 +1217,57 @@ fn aot_undo_puts_back_what_the_runs_landings_overwrote_and_deleted_and_keeps_you
         "only that atom's landing"
     );
     repo.assert_clean_after_run();
+}
+
+#[test]
+fn a_later_run_works_in_the_copy_an_earlier_one_kept_with_its_ignored_build_cache() {
+    let repo = Repo::new();
+    // `target/` is ignored: a build cache, kept in the copy between runs.
+    repo.plan(
+        "max_retries: 0",
+        "    build:\n      run: 'if [ -e target/cache ]; then echo warm > built.txt; else mkdir -p target && touch target/cache && echo cold > built.txt; fi; touch done.txt'\n",
+    );
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(repo.read("built.txt").as_deref(), Some("cold\n"));
+    assert!(
+        !repo.env.path("target/cache").exists(),
+        "the cache is the copy's, not in your tree"
+    );
+    std::fs::remove_file(repo.env.path("done.txt")).unwrap();
+    assert_eq!(repo.env.aot(&["redirect", "--reset", "build"]).code, 0);
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        repo.read("built.txt").as_deref(),
+        Some("warm\n"),
+        "the kept copy's cache was there"
+    );
+    repo.assert_clean_after_run_keeping(1);
+}
+
+/// Whether `pid` runs (a zombie does not).
+fn runs(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
+        .is_ok_and(|stat| !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+}
+
+#[test]
+fn no_process_of_an_attempt_outlives_the_run_setsid_and_double_forks_included() {
+    let repo = Repo::new();
+    let marks = repo.marks.path().display().to_string();
+    // A daemon in its own session, a double fork into one, and one that
+    // clears its environment too.
+    repo.plan(
+        "max_retries: 0",
+        &format!(
+            "    spawn:\n      run: 'setsid sleep 300 & echo $! > {marks}/a.pid; (setsid sh -c \"sleep 300 & echo \\$! > {marks}/b.pid\" &); (env -i setsid sh -c \"sleep 300 & echo \\$! > {marks}/c.pid\" &); while [ ! -s {marks}/b.pid ] || [ ! -s {marks}/c.pid ]; do sleep 0.05; done; touch done.txt'\n"
+        ),
+    );
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for name in ["a", "b", "c"] {
+        let pid = std::fs::read_to_string(repo.mark(&format!("{name}.pid"))).unwrap();
+        assert!(!runs(&pid), "{name} ({}) outlived the run", pid.trim());
+    }
 }

@@ -1005,3 +1005,38 @@ fn a_call_waits_for_calls_in_flight_and_is_refused_only_by_what_is_spent() {
         assert!(matches!(reporter.hold("worker", 300, None, &cancel).await, Ok(None)));
     });
 }
+
+#[test]
+fn hard_links_to_a_file_outside_or_to_the_journal_are_refused_and_left_whole() {
+    let env = TestEnv::new();
+    let ws = env.path("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let outside = env.path("outside.txt");
+    std::fs::write(&outside, "precious outside\n").unwrap();
+    let journal = ws.join("aot.yaml.journal.jsonl");
+    std::fs::write(&journal, "{\"the\":\"journal\"}\n").unwrap();
+    std::fs::hard_link(&outside, ws.join("innocent.txt")).unwrap();
+    std::fs::hard_link(&journal, ws.join("notes.txt")).unwrap();
+    let write = |path: &str| ("write_file", json!({"path": path, "content": "overwritten"}));
+    let server = FakeLlm::start(vec![
+        Step::tools("", &[write("innocent.txt"), write("notes.txt"), write("fresh.txt")]),
+        Step::chat("summary: done"),
+    ]);
+    let worker = LlmWorker::new(client(&server), 30);
+    let (worked, _) = work(&worker, &ws, Brief::default(), Arc::default());
+    assert!(matches!(worked, Worked::Done { .. }), "{worked:?}");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "precious outside\n");
+    assert_eq!(
+        std::fs::read_to_string(&journal).unwrap(),
+        "{\"the\":\"journal\"}\n",
+        "not even truncated"
+    );
+    assert_eq!(std::fs::read_to_string(ws.join("fresh.txt")).unwrap(), "overwritten");
+    let told = tool_messages(&server.seen()[1].body);
+    for (i, said) in told.iter().take(2).enumerate() {
+        assert!(
+            said.starts_with("refused") && said.contains("hard links"),
+            "{i}: {said}"
+        );
+    }
+}
