@@ -636,12 +636,9 @@ impl GitWorkspace {
         let mut settled = Vec::new();
         if let Ok(names) = self.git.refs(&format!("{}/landing/", self.refs)).await {
             for name in names {
-                match self.settle_interrupted(&name, landed).await {
-                    Ok(interrupted) => {
-                        settled.extend(interrupted);
-                        let _ = self.git.delete_ref(&name).await;
-                    }
-                    Err(_) => {}
+                if let Ok(interrupted) = self.settle_interrupted(&name, landed).await {
+                    settled.extend(interrupted);
+                    let _ = self.git.delete_ref(&name).await;
                 }
             }
         }
