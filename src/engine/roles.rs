@@ -390,6 +390,13 @@ pub enum Worked {
 pub trait Worker: Send + Sync {
     /// Does one attempt; ends promptly with [`Worked::Cancelled`] once `cancel` fires.
     fn work<'a>(&'a self, assignment: &'a Assignment, cancel: &'a CancellationToken) -> BoxFuture<'a, Worked>;
+
+    /// Ends what attempt `attempt` of `atom` left running outside its
+    /// process group (a `setsid` daemon, a double fork). Blocking: called
+    /// off the async threads.
+    fn end_leftovers(&self, atom: &str, attempt: u32) {
+        let _ = (atom, attempt);
+    }
 }
 
 /// A validator's verdict on one criterion.

@@ -263,10 +263,11 @@ async fn isolated(roles: Roles, mut assignment: Assignment, cancel: Cancellation
     let number = assignment.attempt;
     let keep = format!("{}-{}", assignment.atom, assignment.attempt);
     let read_only = assignment.spec.read_only;
+    let worker = roles.worker.clone();
     let (atom, attempted) = attempt(roles, assignment, cancel).await;
     // Nothing of the attempt writes on in its copy while its changes are
     // taken, nor into the copy's next attempt.
-    end_leftovers(&atom, number).await;
+    end_leftovers(&worker, &atom, number).await;
     let discard = |attempted: Attempted| {
         let place = &place;
         let workspace = &workspace;
@@ -353,9 +354,9 @@ async fn isolated(roles: Roles, mut assignment: Assignment, cancel: Cancellation
 
 /// Ends what the attempt left running outside its process group (a
 /// `setsid` daemon, a double fork), off the async threads.
-async fn end_leftovers(atom: &str, attempt: u32) {
-    let atom = atom.to_string();
-    let _ = tokio::task::spawn_blocking(move || crate::workers::command::kill_attempt_leftovers(&atom, attempt)).await;
+async fn end_leftovers(worker: &std::sync::Arc<dyn super::roles::Worker>, atom: &str, attempt: u32) {
+    let (worker, atom) = (worker.clone(), atom.to_string());
+    let _ = tokio::task::spawn_blocking(move || worker.end_leftovers(&atom, attempt)).await;
 }
 
 /// One attempt: the worker's work, then the validator on each criterion in

@@ -236,4 +236,8 @@ impl Worker for CommandWorker {
     fn work<'a>(&'a self, assignment: &'a Assignment, cancel: &'a CancellationToken) -> BoxFuture<'a, Worked> {
         Box::pin(self.attempt(assignment, cancel))
     }
+
+    fn end_leftovers(&self, atom: &str, attempt: u32) {
+        command::kill_attempt_leftovers(atom, attempt);
+    }
 }
