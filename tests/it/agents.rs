@@ -13,7 +13,6 @@
 //! missing CLI fails them: there they must run.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::common::{TestEnv, run_aot_with};
 use crate::fake_llm::{FakeLlm, Seen, Step};
@@ -68,9 +67,7 @@ impl Project {
             env,
             home: tempfile::tempdir().expect("home"),
         };
-        project.git(&["init", "-q"]);
-        project.git(&["config", "user.email", "test@example.com"]);
-        project.git(&["config", "user.name", "Test"]);
+        crate::common::git_init(project.dir());
         project.env.write("greet.py", "print(\"helo\")\n");
         project.env.write(".gitignore", ".aot/\n");
         project.git(&["add", "greet.py", ".gitignore"]);
@@ -103,18 +100,7 @@ graph:
     }
 
     fn git(&self, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(self.dir())
-            .args(args)
-            .output()
-            .expect("run git");
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        crate::common::git(self.dir(), args)
     }
 
     /// `aot start` with aider on PATH and its own variables pointing at `server`.

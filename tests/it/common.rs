@@ -168,6 +168,29 @@ pub fn aot_command(dir: &Path) -> Command {
     command
 }
 
+/// Runs git in `dir` (failing the test when git fails); its stdout.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A git repository in `dir` with a test identity (no commit yet).
+pub fn git_init(dir: &Path) {
+    git(dir, &["init", "-q"]);
+    git(dir, &["config", "user.email", "test@example.com"]);
+    git(dir, &["config", "user.name", "Test"]);
+}
+
 /// What a run of the binary produced.
 pub struct Run {
     pub code: i32,

@@ -181,18 +181,8 @@ fn sigkill_during_memory_compaction_loses_nothing() {
 /// its own line to `log.txt`: every attempt lands a change to one file.
 fn landing_chain(atoms: usize) -> TestEnv {
     let env = TestEnv::new();
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .arg("-C")
-            .arg(env.dir.path())
-            .args(args)
-            .output()
-            .expect("git");
-        assert!(out.status.success(), "git {args:?}");
-    };
-    git(&["init", "-q"]);
-    git(&["config", "user.email", "test@example.com"]);
-    git(&["config", "user.name", "Test"]);
+    let git = |args: &[&str]| crate::common::git(env.dir.path(), args);
+    crate::common::git_init(env.dir.path());
     env.write("log.txt", "");
     env.write(".gitignore", ".aot/\n");
     git(&["add", "-A"]);

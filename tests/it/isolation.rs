@@ -22,9 +22,7 @@ impl Repo {
             env,
             marks: tempfile::tempdir().expect("marks folder"),
         };
-        repo.git(&["init", "-q"]);
-        repo.git(&["config", "user.email", "test@example.com"]);
-        repo.git(&["config", "user.name", "Test"]);
+        crate::common::git_init(repo.dir());
         repo.env.write("a.txt", "one\ntwo\nthree\n");
         repo.env.write(".gitignore", "target/\n.aot/\n");
         repo.git(&["add", "a.txt", ".gitignore"]);
@@ -34,6 +32,33 @@ impl Repo {
 
     fn dir(&self) -> &Path {
         self.env.dir.path()
+    }
+
+    /// The shell words that hold an atom until the test has made its edit
+    /// (see [`Repo::start_editing_meanwhile`]): it says it started, then waits.
+    fn hold(&self) -> String {
+        format!(
+            "touch {}; until [ -e {} ]; do sleep 0.05; done",
+            self.mark("started").display(),
+            self.mark("go").display()
+        )
+    }
+
+    /// `aot start`, with `edit` made while an atom is held (see
+    /// [`Repo::hold`]); the run's output when it ends.
+    fn start_editing_meanwhile(&self, edit: impl FnOnce()) -> std::process::Output {
+        let child = aot_command(self.dir())
+            .arg("start")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start aot");
+        wait_until(self.marks.path(), "the held atom runs", || {
+            self.mark("started").exists()
+        });
+        edit();
+        std::fs::write(self.mark("go"), "").unwrap();
+        child.wait_with_output().expect("aot ends")
     }
 
     /// Saves `text` as `name` the way editors do, whole (written beside it,
@@ -50,18 +75,7 @@ impl Repo {
     }
 
     fn git(&self, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(self.dir())
-            .args(args)
-            .output()
-            .expect("run git");
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        crate::common::git(self.dir(), args)
     }
 
     fn read(&self, name: &str) -> Option<String> {
@@ -708,26 +722,16 @@ fn after_a_kill_the_users_edits_new_files_and_commits_made_since_survive_the_nex
 #[test]
 fn a_landing_merges_with_the_users_edit_made_during_the_run() {
     let repo = Repo::new();
-    let started = repo.mark("started");
-    let go = repo.mark("go");
     repo.plan(
         "max_parallel_agents: 2, max_retries: 0",
         &format!(
-            "    all:\n      deps: [p, q]\n      run: 'touch done.txt'\n    p:\n      run: 'touch {started}; until [ -e {go} ]; do sleep 0.05; done; sed -i s/three/THREE/ a.txt'\n    q:\n      run: 'true'\n",
-            started = started.display(),
-            go = go.display()
+            "    all:\n      deps: [p, q]\n      run: 'touch done.txt'\n    p:\n      run: '{hold}; sed -i s/three/THREE/ a.txt'\n    q:\n      run: 'true'\n",
+            hold = repo.hold()
         ),
     );
-    let child = aot_command(repo.dir())
-        .arg("start")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start aot");
-    wait_until(repo.marks.path(), "p runs", || started.exists());
-    repo.save("a.txt", "USER\ntwo\nthree\n");
-    std::fs::write(&go, "").unwrap();
-    let out = child.wait_with_output().expect("aot ends");
+    let out = repo.start_editing_meanwhile(|| {
+        repo.save("a.txt", "USER\ntwo\nthree\n");
+    });
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(repo.read("a.txt").as_deref(), Some("USER\ntwo\nTHREE\n"), "both edits");
 }
@@ -1054,32 +1058,22 @@ fn in_a_git_work_tree_each_check_ends_an_iteration_and_the_limit_counts_them() {
 #[test]
 fn edits_made_during_a_failing_attempt_to_a_file_it_never_touches_and_a_new_file_survive() {
     let repo = Repo::new();
-    let started = repo.mark("started");
-    let go = repo.mark("go");
     repo.env.write("b.txt", "b\n");
     repo.git(&["add", "b.txt"]);
     repo.git(&["commit", "-qm", "b"]);
     repo.plan(
         "max_retries: 0",
         &format!(
-            "    fix:\n      or: [wrong, right]\n    wrong:\n      run: 'echo wrong > a.txt; touch {started}; until [ -e {go} ]; do sleep 0.05; done; false'\n    right:\n      run: 'touch done.txt'\n",
-            started = started.display(),
-            go = go.display()
+            "    fix:\n      or: [wrong, right]\n    wrong:\n      run: 'echo wrong > a.txt; {hold}; false'\n    right:\n      run: 'touch done.txt'\n",
+            hold = repo.hold()
         ),
     );
-    let child = aot_command(repo.dir())
-        .arg("start")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start aot");
-    wait_until(repo.marks.path(), "wrong runs", || started.exists());
     // While the attempt that will fail runs: an edit to a file it never
     // touches, and a new file.
-    repo.save("b.txt", "b, edited by me\n");
-    repo.save("new.txt", "made by me\n");
-    std::fs::write(&go, "").unwrap();
-    let out = child.wait_with_output().expect("aot ends");
+    let out = repo.start_editing_meanwhile(|| {
+        repo.save("b.txt", "b, edited by me\n");
+        repo.save("new.txt", "made by me\n");
+    });
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(repo.read("b.txt").as_deref(), Some("b, edited by me\n"));
     assert_eq!(repo.read("new.txt").as_deref(), Some("made by me\n"));
@@ -1094,26 +1088,16 @@ fn edits_made_during_a_failing_attempt_to_a_file_it_never_touches_and_a_new_file
 #[test]
 fn a_users_edit_of_line_one_and_an_attempts_append_to_the_same_file_both_land() {
     let repo = Repo::new();
-    let started = repo.mark("started");
-    let go = repo.mark("go");
     repo.plan(
         "max_retries: 0",
         &format!(
-            "    work:\n      run: 'touch {started}; until [ -e {go} ]; do sleep 0.05; done; echo appended >> a.txt; touch done.txt'\n",
-            started = started.display(),
-            go = go.display()
+            "    work:\n      run: '{hold}; echo appended >> a.txt; touch done.txt'\n",
+            hold = repo.hold()
         ),
     );
-    let child = aot_command(repo.dir())
-        .arg("start")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start aot");
-    wait_until(repo.marks.path(), "work runs", || started.exists());
-    repo.save("a.txt", "MINE\ntwo\nthree\n");
-    std::fs::write(&go, "").unwrap();
-    let out = child.wait_with_output().expect("aot ends");
+    let out = repo.start_editing_meanwhile(|| {
+        repo.save("a.txt", "MINE\ntwo\nthree\n");
+    });
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(repo.read("a.txt").as_deref(), Some("MINE\ntwo\nthree\nappended\n"));
     repo.assert_clean_after_run();
@@ -1122,26 +1106,16 @@ fn a_users_edit_of_line_one_and_an_attempts_append_to_the_same_file_both_land() 
 #[test]
 fn an_attempts_change_that_does_not_merge_with_your_edit_fails_it_and_your_edit_stays() {
     let repo = Repo::new();
-    let started = repo.mark("started");
-    let go = repo.mark("go");
     repo.plan(
         "max_retries: 0",
         &format!(
-            "    work:\n      run: 'touch {started}; until [ -e {go} ]; do sleep 0.05; done; sed -i s/two/THEIRS/ a.txt; touch done.txt'\n",
-            started = started.display(),
-            go = go.display()
+            "    work:\n      run: '{hold}; sed -i s/two/THEIRS/ a.txt; touch done.txt'\n",
+            hold = repo.hold()
         ),
     );
-    let child = aot_command(repo.dir())
-        .arg("start")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start aot");
-    wait_until(repo.marks.path(), "work runs", || started.exists());
-    repo.save("a.txt", "one\nMINE\nthree\n");
-    std::fs::write(&go, "").unwrap();
-    let out = child.wait_with_output().expect("aot ends");
+    let out = repo.start_editing_meanwhile(|| {
+        repo.save("a.txt", "one\nMINE\nthree\n");
+    });
     assert_ne!(out.status.code(), Some(0));
     assert_eq!(
         repo.read("a.txt").as_deref(),
