@@ -558,8 +558,10 @@ fn run(ctx: &Context, mut options: Options) -> Result<i32, CliError> {
         Printer::Live(Live::new())
     };
     // An attempt's double-forked orphans stay below this process, to be
-    // ended with the run.
+    // ended with the run; and no process of the same user reads this one's
+    // memory or environment (`/proc/<aot>/environ`, where the model keys are).
     aot::workers::command::adopt_orphans();
+    aot::workers::command::not_dumpable();
     let result = runtime.block_on(async {
         let interrupt = cancel.clone();
         tokio::spawn(async move {

@@ -630,10 +630,10 @@ impl Engine<'_> {
         Ok(true)
     }
 
-    /// Dispatches ready atoms up to `parallel` in flight. With isolation,
-    /// each works in a copy; one that is the only one to run (a chain, a
-    /// retry) starts after the check of what came before, so that a goal
-    /// reached halts the run before more work starts and each check ends an
+    /// Dispatches ready atoms up to `parallel` in flight (with isolation,
+    /// each in a copy). One that is the only one to run (a chain, a retry)
+    /// starts after the check of what came before, so that a goal reached
+    /// halts the run before more work starts and each check ends an
     /// iteration.
     fn dispatch_ready(&mut self, d: &mut Dispatch, parallel: usize) -> Result<(), EngineError> {
         while d.in_flight.len() < parallel && d.round.failures.is_empty() {
@@ -648,8 +648,10 @@ impl Engine<'_> {
                 return Ok(());
             };
             let alone = next.len() == 1 && d.in_flight.is_empty();
-            if alone && d.verification.is_some() && self.roles.workspace.is_some() {
-                // It starts once the check has said the goal does not hold.
+            if alone && d.verification.is_some() {
+                // It starts once the check has said the goal does not hold
+                // (without isolation it would change the folder the check
+                // reads, and a goal its file makes true would cancel it).
                 return Ok(());
             }
             let cancel = self.round_cancel.child_token();

@@ -384,6 +384,15 @@ pub fn adopt_orphans() {
     let _ = nix::sys::prctl::set_child_subreaper(true);
 }
 
+/// Makes this process not dumpable (Linux): a process of the same user
+/// without `CAP_SYS_PTRACE` — an attempt's command, the model's shell —
+/// can neither read its `/proc/<pid>/environ` and memory nor trace it.
+/// (A root attempt keeps that capability until the sandbox drops it.)
+pub fn not_dumpable() {
+    #[cfg(target_os = "linux")]
+    let _ = nix::sys::prctl::set_dumpable(false);
+}
+
 /// (ppid, process group) of `pid`, from `/proc`.
 fn stat_of(pid: i32) -> Option<(i32, i32)> {
     // After the command name in parentheses: state, ppid, pgrp.

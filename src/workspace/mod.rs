@@ -40,6 +40,9 @@ pub struct GitWorkspace {
     refs: String,
     /// Each landing is committed on the user's branch (`constraints.commit: per_atom`).
     commit_per_atom: bool,
+    /// Where this state file's copies live: outside the repository and its
+    /// `.git` (agent CLIs refuse to edit files under a `.git` folder).
+    copies: PathBuf,
     /// The most copies kept from one run to the next.
     pool_max: usize,
     inner: Mutex<Inner>,
@@ -114,10 +117,12 @@ impl GitWorkspace {
         );
         let key = key_of(&name, &top);
         let scratch = common.join("aot").join(&key);
+        let copies = copies_root().join(&key);
         Ok(Some(Self {
             git: Git::new(top, common, scratch, own),
             refs: format!("refs/aot/{key}"),
             commit_per_atom: false,
+            copies,
             pool_max: 1,
             inner: Mutex::new(Inner::default()),
         }))
@@ -144,7 +149,7 @@ impl GitWorkspace {
 
     /// Where failed attempts' trees kept for inspection (`--keep-failed`) are.
     pub fn kept_folder(&self) -> PathBuf {
-        self.git.scratch.join("kept")
+        self.copies.join("kept")
     }
 
     fn landed_ref(&self) -> String {
@@ -158,11 +163,12 @@ impl GitWorkspace {
     }
 
     fn trees(&self) -> PathBuf {
-        self.git.scratch.join("trees")
+        self.copies.join("trees")
     }
 
     async fn open_inner(&self, landed: &[(String, u32)]) -> Result<Recovered, GitError> {
         let mut inner = self.inner.lock().await;
+        let _ = tokio::fs::create_dir_all(&self.git.scratch).await;
         let _ = tokio::fs::create_dir_all(self.trees()).await;
         sweep_scratch(&self.git.scratch).await;
         let mut recovered = Recovered::default();
@@ -174,6 +180,7 @@ impl GitWorkspace {
             }
             self.git.delete_ref(&name).await?;
         }
+        sweep_orphaned_copies().await;
         // Copies an earlier run kept are this run's pool (each is reset when
         // used), up to the bound; the rest, and aot's refs, go.
         let mut pool = Vec::new();
@@ -661,6 +668,7 @@ impl GitWorkspace {
         // Nothing kept (no copy, no `--keep-failed` tree): leave no empty
         // folder behind. Fails, harmlessly, when not empty.
         let _ = tokio::fs::remove_dir(self.trees()).await;
+        let _ = tokio::fs::remove_dir(&self.copies).await;
         let _ = tokio::fs::remove_dir(&self.git.scratch).await;
         settled
     }
@@ -724,12 +732,7 @@ pub fn kept_trees(state: &Path) -> Vec<(String, PathBuf)> {
     let Ok(out) = std::process::Command::new("git")
         .arg("-C")
         .arg(dir)
-        .args([
-            "rev-parse",
-            "--path-format=absolute",
-            "--show-toplevel",
-            "--git-common-dir",
-        ])
+        .args(["rev-parse", "--path-format=absolute", "--show-toplevel"])
         .env_remove("GIT_DIR")
         .env_remove("GIT_WORK_TREE")
         .stderr(std::process::Stdio::null())
@@ -738,16 +741,14 @@ pub fn kept_trees(state: &Path) -> Vec<(String, PathBuf)> {
         return Vec::new();
     };
     let text = String::from_utf8_lossy(&out.stdout);
-    let mut lines = text.lines();
-    let (Some(top), Some(common)) = (lines.next(), lines.next()) else {
+    let Some(top) = text.lines().next() else {
         return Vec::new();
     };
     let full = canonical(&absolute);
     let Ok(name) = full.strip_prefix(top) else {
         return Vec::new();
     };
-    let folder = Path::new(common)
-        .join("aot")
+    let folder = copies_root()
         .join(key_of(&name.to_string_lossy().replace('\\', "/"), Path::new(top)))
         .join("kept");
     let Ok(entries) = std::fs::read_dir(&folder) else {
@@ -760,6 +761,18 @@ pub fn kept_trees(state: &Path) -> Vec<(String, PathBuf)> {
         .collect();
     kept.sort();
     kept
+}
+
+/// Where the copies of the work trees live: `$AOT_COPIES`, else
+/// `$XDG_CACHE_HOME/aot/copies`, else `~/.cache/aot/copies`, else the
+/// temporary folder's `aot-copies` — outside any repository, so no tool that
+/// guards `.git` folders (agent CLIs do) refuses to work in a copy.
+pub fn copies_root() -> PathBuf {
+    let nonempty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    nonempty("AOT_COPIES")
+        .or_else(|| nonempty("XDG_CACHE_HOME").map(|c| c.join("aot").join("copies")))
+        .or_else(|| nonempty("HOME").map(|h| h.join(".cache").join("aot").join("copies")))
+        .unwrap_or_else(|| std::env::temp_dir().join("aot-copies"))
 }
 
 /// A file name with glob characters escaped.
@@ -797,6 +810,33 @@ async fn sweep_landing_temps(path: &Path) {
         if entry.file_name().to_string_lossy().starts_with(&prefix) {
             let _ = tokio::fs::remove_file(entry.path()).await;
         }
+    }
+}
+
+/// Removes copies whose repository is gone (deleted or moved): a copy's
+/// `.git` file names its administrative folder in the repository's `.git`.
+async fn sweep_orphaned_copies() {
+    let root = copies_root();
+    let Ok(mut keys) = tokio::fs::read_dir(&root).await else {
+        return;
+    };
+    while let Ok(Some(key)) = keys.next_entry().await {
+        for folder in ["trees", "kept"] {
+            let Ok(mut copies) = tokio::fs::read_dir(key.path().join(folder)).await else {
+                continue;
+            };
+            while let Ok(Some(copy)) = copies.next_entry().await {
+                let link = tokio::fs::read_to_string(copy.path().join(".git"))
+                    .await
+                    .unwrap_or_default();
+                let admin = link.strip_prefix("gitdir:").map(|p| PathBuf::from(p.trim()));
+                if admin.is_none_or(|admin| !admin.exists()) {
+                    let _ = tokio::fs::remove_dir_all(copy.path()).await;
+                }
+            }
+            let _ = tokio::fs::remove_dir(key.path().join(folder)).await;
+        }
+        let _ = tokio::fs::remove_dir(key.path()).await;
     }
 }
 

@@ -165,6 +165,8 @@ pub fn aot_command(dir: &Path) -> Command {
         }
     }
     command.env("NO_COLOR", "1").env("AOT_TEST_CLOCK", "1767225600000");
+    // The copies of the tests' repositories live in the temporary folder.
+    command.env("AOT_COPIES", copies());
     command
 }
 
@@ -189,6 +191,11 @@ pub fn git_init(dir: &Path) {
     git(dir, &["init", "-q"]);
     git(dir, &["config", "user.email", "test@example.com"]);
     git(dir, &["config", "user.name", "Test"]);
+}
+
+/// Where the tests' runs keep the copies of their repositories.
+pub fn copies() -> PathBuf {
+    std::env::temp_dir().join("aot-test-copies")
 }
 
 /// What a run of the binary produced.

@@ -520,3 +520,43 @@ fn without_git_too_no_daemon_an_attempt_started_outlives_the_run() {
         .is_ok_and(|stat| !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'));
     assert!(!alive, "the daemon outlived the run");
 }
+
+#[test]
+fn an_attempt_of_the_same_user_cannot_read_aots_environment() {
+    // As another, unprivileged user (root would have CAP_SYS_PTRACE): aot
+    // and its attempt run as `nobody`, and the attempt tries for the key.
+    let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+    });
+    if !root || !std::path::Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("skipped: needs root and setpriv to run aot as an unprivileged user");
+        return;
+    }
+    let env = TestEnv::new();
+    std::fs::set_permissions(env.dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    env.write(
+        "aot.yaml",
+        &format!(
+            "{}    used:\n      run: 'cat /proc/$AOT_RUNNER_PID/environ > seen.txt 2> err.txt; touch used.done'\n",
+            HEAD
+        ),
+    );
+    let output = std::process::Command::new("/usr/bin/setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_aot"))
+        .arg("start")
+        .current_dir(env.dir.path())
+        .env("HOME", env.dir.path())
+        .env("OPENAI_API_KEY", "sk-do-not-read-me")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run aot as nobody");
+    let said = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(env.path("used.done").exists(), "{said}");
+    let seen = std::fs::read_to_string(env.path("seen.txt")).unwrap_or_default();
+    assert!(
+        !seen.contains("sk-do-not-read-me"),
+        "the attempt read aot's environment:\n{said}"
+    );
+}

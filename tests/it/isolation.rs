@@ -133,7 +133,8 @@ impl Repo {
     }
 
     /// No ref of aot's is left, and no copy of the tree but the pool kept
-    /// for the next run (under `.git/aot/<key>/trees/`, at most `pool` of them).
+    /// for the next run (under the copies' folder, outside the repository,
+    /// at most `pool` of them).
     fn assert_clean_after_run(&self) {
         self.assert_clean_after_run_keeping(3);
     }
@@ -149,9 +150,10 @@ impl Repo {
             copies.len() <= pool,
             "more copies kept than the pool holds:\n{worktrees}"
         );
+        let root = crate::common::copies().display().to_string();
         for copy in &copies {
             assert!(
-                copy.contains("/.git/aot/") && copy.contains("/trees/"),
+                copy.starts_with(&root) && copy.contains("/trees/"),
                 "a stray worktree: {copy}"
             );
         }
