@@ -176,6 +176,8 @@ pub(super) struct Dispatch {
     /// Nothing more is started: the run completed, hit its iteration
     /// limit, or (`aot step`) took in its first results.
     pub halted: bool,
+    /// Places whose landing is journaled: their write-ahead records go.
+    pub to_settle: Vec<u64>,
 }
 
 impl Dispatch {
@@ -528,9 +530,8 @@ impl Engine<'_> {
                 let attempt = self.state.graph.atoms.get(&atom).map_or(0, |a| a.attempts);
                 // What landed stays, recorded (as it always was): its
                 // write-ahead record goes.
-                if let (Some(Isolated::Landed(_, place)), Some(workspace)) = (&isolated, self.roles.workspace.clone()) {
-                    let place = *place;
-                    tokio::spawn(async move { workspace.settle(place).await });
+                if let Some(Isolated::Landed(_, place)) = &isolated {
+                    d.to_settle.push(*place);
                 }
                 self.record_isolated(&atom, attempt, isolated)?;
                 // Interrupted by that correction: the journal says why it stopped.
@@ -538,6 +539,13 @@ impl Engine<'_> {
                     && self.state.graph.atoms.contains_key(&atom)
                 {
                     self.record(vec![Event::AttemptCancelled { atom, why: Some(why) }])?;
+                }
+            }
+            // The landing is journaled: its write-ahead record goes (awaited
+            // here, so no git command of aot's outlives the loop).
+            if let Some(workspace) = self.roles.workspace.clone() {
+                for place in d.to_settle.drain(..) {
+                    workspace.settle(place).await;
                 }
             }
             if self.last_save.elapsed() > Duration::from_secs(1) {
@@ -730,9 +738,7 @@ impl Engine<'_> {
                 let mut events: Vec<Event> = landed.into_iter().collect();
                 events.extend(self.graph.solve(&atom, binding));
                 self.record(events)?;
-                if let (Some(place), Some(workspace)) = (settle, self.roles.workspace.clone()) {
-                    tokio::spawn(async move { workspace.settle(place).await });
-                }
+                d.to_settle.extend(settle);
                 d.round.finished.push((atom, Finish::Solved));
             }
             Attempted::Failed {
