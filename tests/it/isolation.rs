@@ -1247,3 +1247,79 @@ fn no_process_of_an_attempt_outlives_the_run_setsid_and_double_forks_included() 
         assert!(!runs(&pid), "{name} ({}) outlived the run", pid.trim());
     }
 }
+
+#[test]
+fn disguised_destructive_commands_land_only_in_a_copy_and_aot_undo_puts_every_byte_back() {
+    // The list of commands that slipped past Law 1's name matching:
+    // with isolation each ran in a copy, landed like any work, and `aot
+    // undo` puts the user's files back byte for byte.
+    let repo = Repo::new();
+    let files = [
+        "p1.txt", "p2.txt", "p3.txt", "p4.txt", "p5.txt", "p6.txt", "p7.txt", "p8.txt", "p9.txt", "p10.txt", "p11.txt",
+        "p12.txt", "p13.txt", "p14.txt",
+    ];
+    let mut original = Vec::new();
+    for (i, name) in files.iter().enumerate() {
+        let text = format!("precious {i}\nline two of {name}\n\u{0}binary tail {i}\n");
+        repo.env.write(name, &text);
+        original.push((name.to_string(), text));
+    }
+    std::fs::create_dir(repo.env.path("dir")).unwrap();
+    repo.git(&["add", "-A"]);
+    repo.git(&["commit", "-qm", "precious files"]);
+    let commands = [
+        "sed -i d p1.txt",
+        "perl -pi -e 's/precious/gone/' p2.txt",
+        "python3 -c \"open('p3.txt','w').write('')\"",
+        "python3 - <<'EOF'\nimport os\nos.remove('p4.txt')\nEOF",
+        "node -e \"require('fs').writeFileSync('p5.txt','x')\"",
+        "awk 'BEGIN{system(\"rm p6.txt\")}'",
+        "sed -n '1e rm p7.txt' p2.txt",
+        "flock p8.txt rm -rf p8.txt",
+        "taskset -c 0 rm p9.txt",
+        "script -qc 'rm p10.txt' /dev/null",
+        "sh -c 'exec 3<>p11.txt; echo x >&3'",
+        "sort -o p12.txt /dev/null",
+        "cp -t dir p13.txt && mv -t dir p13.txt",
+        "ln -sf /etc/hostname p14.txt",
+    ];
+    let mut atoms = String::new();
+    for (i, command) in commands.iter().enumerate() {
+        let deps = if i == 0 {
+            String::new()
+        } else {
+            format!("\n      deps: [c{}]", i - 1)
+        };
+        let quoted = serde_json::to_string(command).unwrap();
+        atoms.push_str(&format!("    c{i}:\n      run: {quoted}{deps}\n"));
+    }
+    atoms.push_str(&format!(
+        "    last:\n      run: 'touch done.txt'\n      deps: [c{}]\n",
+        commands.len() - 1
+    ));
+    repo.plan("max_retries: 0", &atoms);
+    let run = repo.start();
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, repo.journal());
+    // They did land: every one of the user's files changed, and the
+    // summary says so.
+    let untouched: Vec<&String> = original
+        .iter()
+        .filter(|(name, text)| {
+            std::fs::symlink_metadata(repo.env.path(name)).is_ok_and(|m| m.is_file())
+                && std::fs::read(repo.env.path(name)).is_ok_and(|b| b == text.as_bytes())
+        })
+        .map(|(name, _)| name)
+        .collect();
+    assert!(untouched.is_empty(), "these commands did nothing: {untouched:?}");
+    assert!(run.stderr.contains("`aot undo` puts them back"), "{}", run.stderr);
+    let undo = repo.env.aot(&["undo"]);
+    assert_eq!(undo.code, 0, "{}", undo.transcript());
+    for (name, text) in &original {
+        let path = repo.env.path(name);
+        let meta = std::fs::symlink_metadata(&path).unwrap_or_else(|e| panic!("{name}: {e}\n{}", undo.stdout));
+        assert!(meta.is_file(), "{name} is back as a file, not a link");
+        assert_eq!(std::fs::read(&path).unwrap(), text.as_bytes(), "{name} byte for byte");
+    }
+    assert!(!repo.env.path("dir/p13.txt").exists(), "what the run made goes too");
+    assert_eq!(repo.git(&["status", "--porcelain", "--", "p*.txt", "dir"]), "");
+}
