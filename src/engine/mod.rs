@@ -17,7 +17,7 @@
 //! Every transition is journaled as it happens; the state file is written at
 //! iteration boundaries and at most once a second in between.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,6 +33,7 @@ use crate::store::{Committed, Compacted, Store, StoreError};
 
 mod external;
 mod gate;
+mod landings;
 mod race;
 mod recall;
 mod replan;
@@ -41,6 +42,8 @@ mod round;
 mod verify;
 
 pub use gate::alignment_gaps;
+use landings::Landings;
+pub use landings::owed_undos;
 pub use recall::dream_once;
 pub use roles::{Planner, Roles, Validator, Worker};
 pub use round::{BINDING_TAIL, CorrectionSignal};
@@ -170,11 +173,9 @@ pub struct Engine<'a> {
     must_not: BTreeSet<String>,
     should_prefer: BTreeSet<String>,
     megram_seq: u64,
-    /// With isolation: what each solved atom's work landed, for a backtrack
-    /// to undo; in the order it landed.
-    landed: indexmap::IndexMap<AtomId, crate::model::Changes>,
-    /// Landings a backtrack gave up, to undo before anything else runs.
-    to_undo: Vec<(AtomId, crate::model::Changes)>,
+    /// With isolation: what landed, and what a backtrack gave up and is
+    /// owed an undo.
+    landings: Landings,
     /// Where roles report while they work (handed to them in assignments),
     /// the records' way in, and the budget meter they spend under.
     reporter: roles::Reporter,
@@ -237,8 +238,7 @@ impl<'a> Engine<'a> {
             must_not: BTreeSet::new(),
             should_prefer: BTreeSet::new(),
             megram_seq: 0,
-            landed: indexmap::IndexMap::new(),
-            to_undo: Vec::new(),
+            landings: Landings::default(),
             reporter: roles::Reporter::new(sender, Arc::clone(&meter), secrets),
             reports,
             meter,
@@ -436,36 +436,17 @@ impl<'a> Engine<'a> {
     /// branch it leaves, so what that branch's atoms landed is undone; a
     /// reset or an overridden binding (the user's) keeps the files.
     fn track_landings(&mut self, event: &Event) {
-        match event {
-            Event::Backtracked { from, reset, .. } => {
-                // Queued in landing order: the newest landing is undone first.
-                let given_up: HashSet<&AtomId> = reset.iter().chain(std::iter::once(from)).collect();
-                let (undo, keep) = std::mem::take(&mut self.landed)
-                    .into_iter()
-                    .partition(|(atom, _)| given_up.contains(atom));
-                self.landed = keep;
-                self.to_undo.extend(undo);
-            }
-            Event::AtomsReset { atoms } => {
-                for atom in atoms {
-                    self.landed.shift_remove(atom);
-                }
-            }
-            Event::BindingOverridden { atom, .. } => {
-                self.landed.shift_remove(atom);
-            }
-            _ => {}
-        }
+        self.landings.track(event);
     }
 
     /// Undoes what abandoned branches landed, the latest landing first.
     /// (See [`owed_undos`] for the undos a start owes.)
     async fn undo_abandoned(&mut self) -> Result<(), EngineError> {
         let Some(workspace) = self.roles.workspace.clone() else {
-            self.to_undo.clear();
+            self.landings.forget_owed();
             return Ok(());
         };
-        while let Some((atom, changes)) = self.to_undo.pop() {
+        while let Some((atom, changes)) = self.landings.next_owed() {
             let message = format!("aot: undo {atom} (its branch was given up)");
             match workspace.undo(&changes, &message).await {
                 Ok((undone, kept)) => {
@@ -522,22 +503,12 @@ impl<'a> Engine<'a> {
                 return Ok(());
             }
         }
-        let mut landed: Vec<_> = self
-            .state
-            .bindings
-            .iter()
-            .filter_map(|(atom, b)| Some((b.at, atom.clone(), b.changes.clone()?)))
-            .collect();
-        landed.sort_by_key(|(at, ..)| *at);
-        // An OR atom's binding repeats its alternative's: one landing, undone once.
-        let mut seen = std::collections::HashSet::new();
-        landed.retain(|(_, _, changes)| seen.insert(changes.after.clone()));
-        self.landed = landed.into_iter().map(|(_, atom, changes)| (atom, changes)).collect();
+        self.landings = Landings::of(&self.state.bindings);
         // A branch given up while no loop ran (`aot redirect --choose`), or
         // by a run killed before its undo: what it landed is undone now.
         let journal = self.store.paths().journal.clone();
         if let Ok(contents) = off_the_loop(|| crate::journal::read(&journal)) {
-            self.to_undo = owed_undos(&contents.records);
+            self.landings.owe(owed_undos(&contents.records));
             self.undo_abandoned().await?;
         }
         Ok(())
@@ -825,46 +796,6 @@ fn off_the_loop<R>(f: impl FnOnce() -> R) -> R {
         Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
         _ => f(),
     }
-}
-
-/// The landings a journal says are owed an undo, in landing order: landed
-/// (`changes_landed`), then given up by a backtrack (as its `from` or in its
-/// `reset`), and not undone since. A `changes_undone` of an atom settles its
-/// latest owed landing; an atom that lands again settles its owed ones (the
-/// new landing supersedes them: undoing the old one could revert it). A reset
-/// or an overridden binding keeps the files, as a running loop does. A
-/// snapshot or compaction starts over: what came before it is not known.
-pub fn owed_undos(records: &[Record]) -> Vec<(AtomId, crate::model::Changes)> {
-    let mut landed: Vec<(AtomId, crate::model::Changes)> = Vec::new();
-    let mut owed: Vec<(AtomId, crate::model::Changes)> = Vec::new();
-    for record in records {
-        match &record.event {
-            Event::Snapshot { .. } | Event::Compacted { .. } => {
-                landed.clear();
-                owed.clear();
-            }
-            Event::ChangesLanded { atom, changes, .. } => {
-                owed.retain(|(a, _)| a != atom);
-                landed.push((atom.clone(), changes.clone()));
-            }
-            Event::AtomsReset { atoms } => landed.retain(|(a, _)| !atoms.contains(a)),
-            Event::BindingOverridden { atom, .. } => landed.retain(|(a, _)| a != atom),
-            Event::Backtracked { from, reset, .. } => {
-                let (given_up, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut landed)
-                    .into_iter()
-                    .partition(|(a, _)| a == from || reset.contains(a));
-                landed = kept;
-                owed.extend(given_up);
-            }
-            Event::ChangesUndone { atom, .. } => {
-                if let Some(at) = owed.iter().rposition(|(a, _)| a == atom) {
-                    owed.remove(at);
-                }
-            }
-            _ => {}
-        }
-    }
-    owed
 }
 
 #[cfg(test)]

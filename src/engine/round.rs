@@ -484,7 +484,7 @@ impl Engine<'_> {
             {
                 // A backtrack's undo comes first: the next alternative starts
                 // from a tree without the abandoned branch's files.
-                if !self.to_undo.is_empty() {
+                if self.landings.owes() {
                     self.undo_abandoned().await?;
                 }
                 self.start_races(&mut d, parallel).await?;
@@ -827,7 +827,7 @@ impl Engine<'_> {
                     self.observer
                         .warn(&format!("`{atom}`'s changes landed; committing them: {note}"));
                 }
-                self.landed.insert(atom.clone(), landed.changes.clone());
+                self.landings.landed(atom.clone(), landed.changes.clone());
                 Event::ChangesLanded {
                     atom: atom.clone(),
                     attempt,
