@@ -118,7 +118,18 @@ impl Git {
                 .await?;
             let source = PathBuf::from(String::from_utf8_lossy(&source).trim());
             // No index yet (a fresh repository): git starts from an empty one.
-            let _ = tokio::fs::copy(&source, &index).await;
+            // The copy keeps the index's time: git re-reads a file changed in
+            // the same second as the index was written (a "racily clean"
+            // entry) only when it knows when the index was written.
+            if tokio::fs::copy(&source, &index).await.is_ok()
+                && let Ok(written) = tokio::fs::metadata(&source).await.and_then(|m| m.modified())
+            {
+                let index = index.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    std::fs::File::options().write(true).open(&index)?.set_modified(written)
+                })
+                .await;
+            }
         }
         // A file that vanishes while git reads the tree (an editor's
         // temporary file, saved over its original) fails the read: the tree
@@ -139,6 +150,13 @@ impl Git {
         }
         let tree = self.with_index(dir, &index, &["write-tree"], None).await?;
         Ok(String::from_utf8_lossy(&tree).trim().to_string())
+    }
+
+    /// Forgets aot's index for snapshots of the work tree at `dir` (a copy
+    /// just checked out anew): the next snapshot starts from the copy's own
+    /// index, which the checkout wrote.
+    pub async fn forget_snapshot(&self, dir: &Path) {
+        let _ = tokio::fs::remove_file(self.snapshot_index(dir)).await;
     }
 
     /// aot's own index for snapshots of the work tree at `dir`.
@@ -596,7 +614,9 @@ impl Git {
     /// files gone, ignored files (build caches) kept.
     pub async fn reset_worktree(&self, path: &Path, commit: &str) -> Result<(), GitError> {
         self.run(path, &["checkout", "-q", "-f", "--detach", commit]).await?;
-        self.run(path, &["clean", "-f", "-d", "-q"]).await.map(drop)
+        self.run(path, &["clean", "-f", "-d", "-q"]).await?;
+        self.forget_snapshot(path).await;
+        Ok(())
     }
 
     /// Removes a linked worktree and its administrative files.

@@ -829,8 +829,11 @@ async fn sweep_orphaned_copies() {
                 let link = tokio::fs::read_to_string(copy.path().join(".git"))
                     .await
                     .unwrap_or_default();
+                // Only a copy whose link names a folder that is gone: one
+                // another run is creating right now has no link yet (git
+                // makes its folder in `.git/worktrees` first, then the link).
                 let admin = link.strip_prefix("gitdir:").map(|p| PathBuf::from(p.trim()));
-                if admin.is_none_or(|admin| !admin.exists()) {
+                if admin.is_some_and(|admin| !admin.exists()) {
                     let _ = tokio::fs::remove_dir_all(copy.path()).await;
                 }
             }

@@ -1323,3 +1323,23 @@ fn disguised_destructive_commands_land_only_in_a_copy_and_aot_undo_puts_every_by
     assert!(!repo.env.path("dir/p13.txt").exists(), "what the run made goes too");
     assert_eq!(repo.git(&["status", "--porcelain", "--", "p*.txt", "dir"]), "");
 }
+
+#[test]
+fn a_change_in_place_of_the_same_size_right_after_the_copy_is_checked_out_lands() {
+    // The same size, the same inode, within the same second as the copy's
+    // checkout: only git's "racily clean" check tells it changed.
+    for round in 0..5 {
+        let repo = Repo::new();
+        repo.plan(
+            "max_retries: 0",
+            "    work:\n      run: 'printf O | dd of=a.txt conv=notrunc status=none && touch done.txt'\n",
+        );
+        let run = repo.start();
+        assert_eq!(run.code, 0, "round {round}: {}", run.stderr);
+        assert_eq!(
+            repo.read("a.txt").as_deref(),
+            Some("One\ntwo\nthree\n"),
+            "round {round}"
+        );
+    }
+}
