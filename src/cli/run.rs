@@ -630,11 +630,7 @@ async fn workspace(path: &std::path::Path, state: &StateFile, options: &Options)
         // An earlier isolated run's marks must not outlive this run's work:
         // a later isolated start would put the tree back to before it.
         if let Ok(Some(workspace)) = GitWorkspace::discover(&absolute, &others).await {
-            let landed: Vec<(String, u32)> = state
-                .bindings
-                .iter()
-                .map(|(atom, b)| (atom.to_string(), b.attempt))
-                .collect();
+            let landed = state.bound_attempts();
             match workspace.stand_down(&landed).await {
                 Ok(settled) => {
                     for interrupted in settled {

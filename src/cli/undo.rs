@@ -104,11 +104,7 @@ pub fn run(ctx: &Context, args: Args) -> Result<i32, CliError> {
         })?
         // The copies the runs keep stay for the next one.
         .pooling(state.objective.constraints.max_parallel_agents() as usize);
-    let landed: Vec<(String, u32)> = state
-        .bindings
-        .iter()
-        .map(|(atom, b)| (atom.to_string(), b.attempt))
-        .collect();
+    let landed = state.bound_attempts();
     runtime
         .block_on(workspace.open(&landed))
         .map_err(|e| CliError::new(format!("cannot open the work tree: {e}")))?;

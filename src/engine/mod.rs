@@ -483,7 +483,7 @@ impl<'a> Engine<'a> {
         let Some(workspace) = self.roles.workspace.clone() else {
             return Ok(());
         };
-        let journaled = self.journaled_landings();
+        let journaled = self.state.bound_attempts();
         match workspace.open(&journaled).await {
             Ok(recovered) => {
                 if recovered.copies > 0 {
@@ -512,16 +512,6 @@ impl<'a> Engine<'a> {
             self.undo_abandoned().await?;
         }
         Ok(())
-    }
-
-    /// The landings the journal holds, by atom and attempt: a solved atom's
-    /// binding names the attempt that landed.
-    fn journaled_landings(&self) -> Vec<(String, u32)> {
-        self.state
-            .bindings
-            .iter()
-            .map(|(atom, binding)| (atom.to_string(), binding.attempt))
-            .collect()
     }
 
     /// Says how a landing a kill interrupted was settled, and journals one
@@ -568,7 +558,7 @@ impl<'a> Engine<'a> {
             dreamer.abort();
         }
         if let Some(workspace) = self.roles.workspace.clone() {
-            let journaled = self.journaled_landings();
+            let journaled = self.state.bound_attempts();
             for interrupted in workspace.close(&journaled).await {
                 let said = self.interrupted_landing(interrupted);
                 ended = ended.and_then(|ended| said.map(|()| ended));

@@ -6,6 +6,7 @@ pub mod changes;
 mod criterion;
 pub mod file;
 mod id;
+pub mod process;
 pub mod secret;
 pub mod text;
 pub mod time;

@@ -944,6 +944,16 @@ impl StateFile {
         })
     }
 
+    /// The landings the bindings record, as (atom, attempt): what a start
+    /// settles an interrupted landing against (finished when its attempt is
+    /// bound, taken back when not).
+    pub fn bound_attempts(&self) -> Vec<(String, u32)> {
+        self.bindings
+            .iter()
+            .map(|(atom, binding)| (atom.to_string(), binding.attempt))
+            .collect()
+    }
+
     /// Returns "`id` (criterion): first line of the message" from the atom's
     /// last failure, for a stop message.
     pub fn failure_line(&self, id: &str) -> String {

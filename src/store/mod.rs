@@ -280,7 +280,7 @@ pub fn acquire_runner(paths: &Paths, pid: u32) -> Result<RunnerLock, StoreError>
     let mut locked = file.try_lock();
     while matches!(locked, Err(TryLockError::WouldBlock))
         && std::time::Instant::now() < deadline
-        && runner_pid(paths).is_none_or(|pid| !process_alive(pid))
+        && runner_pid(paths).is_none_or(|pid| !i32::try_from(pid).is_ok_and(crate::model::process::running))
     {
         std::thread::sleep(std::time::Duration::from_millis(10));
         locked = file.try_lock();
@@ -304,16 +304,6 @@ pub fn acquire_runner(paths: &Paths, pid: u32) -> Result<RunnerLock, StoreError>
             source,
         }),
     }
-}
-
-/// Whether a process with this pid exists (a zombie counts as gone).
-fn process_alive(pid: u32) -> bool {
-    let Ok(pid) = i32::try_from(pid) else {
-        return false;
-    };
-    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|stat| stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'));
-    !zombie && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
 }
 
 /// Returns the pid of the running loop, if one holds the runner lock.

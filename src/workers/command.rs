@@ -332,7 +332,6 @@ pub fn reap_orphans(state: &std::path::Path) -> usize {
     let wanted = format!("AOT_STATE={}", state.display());
     let runner_prefix = format!("{}=", crate::engine::roles::RUNNER_VAR);
     let me = std::process::id() as i32;
-    let alive = |pid: i32| std::path::Path::new(&format!("/proc/{pid}")).exists();
     let found = find_processes(|_, vars| {
         if !vars.contains(&wanted.as_bytes()) {
             return false;
@@ -343,7 +342,7 @@ pub fn reap_orphans(state: &std::path::Path) -> usize {
             .and_then(|v| std::str::from_utf8(v).ok()?.parse::<i32>().ok());
         // Started by a runner, and that runner is gone (or is this one's pid
         // reused: a new runner has started none yet).
-        runner.is_some_and(|runner| runner == me || !alive(runner))
+        runner.is_some_and(|runner| runner == me || !crate::model::process::running(runner))
     });
     kill_found(&found);
     found.len()
@@ -423,7 +422,7 @@ fn find_processes(wanted: impl Fn(i32, &[&[u8]]) -> bool) -> Vec<(i32, i32)> {
         let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
             continue;
         };
-        if ancestors.contains(&pid) || !running(pid) {
+        if ancestors.contains(&pid) || !crate::model::process::running(pid) {
             continue;
         }
         let Some((ppid, group)) = stat_of(pid) else {
@@ -441,14 +440,6 @@ fn find_processes(wanted: impl Fn(i32, &[&[u8]]) -> bool) -> Vec<(i32, i32)> {
     found
 }
 
-/// Whether `pid` exists and is not a zombie.
-fn running(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rfind(')')
-            .is_some_and(|at| !stat[at + 1..].trim_start().starts_with('Z'))
-    })
-}
-
 /// SIGKILLs each found process and its group (never this process's group),
 /// then waits (at most 2 s) until they cannot write any more.
 fn kill_found(found: &[(i32, i32)]) {
@@ -464,7 +455,7 @@ fn kill_found(found: &[(i32, i32)]) {
     }
     // SIGKILL is delivered asynchronously.
     let deadline = Instant::now() + std::time::Duration::from_secs(2);
-    while Instant::now() < deadline && found.iter().any(|&(pid, _)| running(pid)) {
+    while Instant::now() < deadline && found.iter().any(|&(pid, _)| crate::model::process::running(pid)) {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }

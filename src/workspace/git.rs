@@ -1,7 +1,7 @@
 //! The git plumbing isolation is built on, run as `git` processes (async: the
 //! loop never waits on one). Nothing here touches the user's index, HEAD or
 //! branches: trees are written through temporary index files, files are
-//! written from trees with `checkout-index`, and aot's own objects are
+//! written whole from blobs (beside their place, then renamed), and aot's own objects are
 //! reachable only from refs under `refs/aot/`.
 
 use std::collections::HashMap;
@@ -231,71 +231,6 @@ impl Git {
         Ok(String::from_utf8_lossy(&out).trim().to_string())
     }
 
-    /// Makes the files `paths` of the work tree at `dir` what they are in
-    /// `tree` (a path absent from `tree` is removed; folders stay).
-    pub async fn write_files(&self, dir: &Path, tree: &str, paths: &[(String, Entry)]) -> Result<(), GitError> {
-        let mut present = Vec::new();
-        for (path, entry) in paths {
-            // A submodule is its own repository: aot does not write into it.
-            if entry.as_ref().is_some_and(|(mode, _)| mode == "160000") {
-                continue;
-            }
-            if entry.is_some() {
-                present.extend_from_slice(path.as_bytes());
-                present.push(0);
-            } else {
-                remove_file(dir, path).await;
-            }
-        }
-        if present.is_empty() {
-            return Ok(());
-        }
-        let index = self.scratch_index();
-        self.with_index(dir, &index.0, &["read-tree", tree], None).await?;
-        // A file standing where a folder must go (or the reverse) is replaced.
-        self.with_index(
-            dir,
-            &index.0,
-            &["checkout-index", "-f", "-z", "--stdin"],
-            Some(&present),
-        )
-        .await?;
-        Ok(())
-    }
-
-    /// Which of `paths` the ignore rules of the work tree at `dir` ignore
-    /// (tracked or not).
-    pub async fn ignored(&self, dir: &Path, paths: &[&str]) -> Result<Vec<String>, GitError> {
-        if paths.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut input = Vec::new();
-        for path in paths {
-            input.extend_from_slice(path.as_bytes());
-            input.push(0);
-        }
-        // `check-ignore` exits 1 when it ignores none of them.
-        match run_in(dir, &["check-ignore", "--no-index", "-z", "--stdin"], &[], Some(&input)).await {
-            Ok(out) => Ok(out
-                .split(|b| *b == 0)
-                .filter(|p| !p.is_empty())
-                .map(|p| String::from_utf8_lossy(p).into_owned())
-                .collect()),
-            Err(e) if e.message.starts_with("ended with exit status: 1") => Ok(Vec::new()),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Drops `paths` from the snapshot index of `dir` (files left alone that
-    /// no snapshot may count again).
-    pub async fn untrack(&self, dir: &Path, paths: &[String]) -> Result<(), GitError> {
-        let index = self.snapshot_index(dir);
-        let mut args = vec!["rm", "--cached", "-q", "--ignore-unmatch", "--"];
-        let literal: Vec<String> = paths.iter().map(|p| format!(":(top,literal){p}")).collect();
-        args.extend(literal.iter().map(String::as_str));
-        self.with_index(dir, &index, &args, None).await.map(drop)
-    }
-
     /// The blob ids the files `paths` of the work tree at `dir` have now
     /// (`None`: no such file).
     pub async fn hash_files(&self, dir: &Path, paths: &[&str]) -> Result<Vec<Option<String>>, GitError> {
@@ -468,15 +403,6 @@ impl Git {
             }
         }
         Ok(empty)
-    }
-
-    /// Writes a blob's content over the file `path` of the work tree at `dir`
-    /// (its mode stays).
-    pub async fn write_blob_to(&self, dir: &Path, path: &str, blob: &str) -> Result<(), GitError> {
-        let bytes = self.run(&self.top, &["cat-file", "blob", blob]).await?;
-        tokio::fs::write(dir.join(path), bytes)
-            .await
-            .map_err(|e| io_error("write", &e))
     }
 
     /// Merges `theirs` into `ours` over `base` (blobs); `None` on a conflict.

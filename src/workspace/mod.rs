@@ -171,15 +171,12 @@ impl GitWorkspace {
         let _ = tokio::fs::create_dir_all(&self.git.scratch).await;
         let _ = tokio::fs::create_dir_all(self.trees()).await;
         sweep_scratch(&self.git.scratch).await;
-        let mut recovered = Recovered::default();
         // A landing a kill interrupted is finished when the run had journaled
         // it, else taken back (the atom runs again): never applied twice.
-        for name in self.git.refs(&format!("{}/landing/", self.refs)).await? {
-            if let Some(interrupted) = self.settle_interrupted(&name, landed).await? {
-                recovered.landings.push(interrupted);
-            }
-            self.git.delete_ref(&name).await?;
-        }
+        let mut recovered = Recovered {
+            landings: self.settle_all(landed).await?,
+            ..Recovered::default()
+        };
         sweep_orphaned_copies().await;
         // Copies an earlier run kept are this run's pool (each is reset when
         // used), up to the bound; the rest, and aot's refs, go.
@@ -211,6 +208,17 @@ impl GitWorkspace {
             ..Inner::default()
         };
         Ok(recovered)
+    }
+
+    /// Settles every landing whose write-ahead record is still there (see
+    /// [`GitWorkspace::settle_interrupted`]), each record removed once done.
+    async fn settle_all(&self, landed: &[(String, u32)]) -> Result<Vec<Interrupted>, GitError> {
+        let mut settled = Vec::new();
+        for name in self.git.refs(&format!("{}/landing/", self.refs)).await? {
+            settled.extend(self.settle_interrupted(&name, landed).await?);
+            self.git.delete_ref(&name).await?;
+        }
+        Ok(settled)
     }
 
     /// Finishes or takes back the landing whose record is the ref `name`:
@@ -290,13 +298,7 @@ impl GitWorkspace {
     /// forgets what earlier isolated runs left.
     pub async fn stand_down(&self, landed: &[(String, u32)]) -> Result<Vec<Interrupted>, GitError> {
         let _inner = self.inner.lock().await;
-        let mut settled = Vec::new();
-        for name in self.git.refs(&format!("{}/landing/", self.refs)).await? {
-            if let Some(interrupted) = self.settle_interrupted(&name, landed).await? {
-                settled.push(interrupted);
-            }
-            self.git.delete_ref(&name).await?;
-        }
+        let settled = self.settle_all(landed).await?;
         self.clear_leftovers().await?;
         Ok(settled)
     }
@@ -640,15 +642,8 @@ impl GitWorkspace {
         let mut inner = self.inner.lock().await;
         // Nothing of the user's to put back: attempts never wrote there. A
         // landing the run did not take in (its task was stopped) is settled.
-        let mut settled = Vec::new();
-        if let Ok(names) = self.git.refs(&format!("{}/landing/", self.refs)).await {
-            for name in names {
-                if let Ok(interrupted) = self.settle_interrupted(&name, landed).await {
-                    settled.extend(interrupted);
-                    let _ = self.git.delete_ref(&name).await;
-                }
-            }
-        }
+        // One that cannot be settled now stays for the next start.
+        let settled = self.settle_all(landed).await.unwrap_or_default();
         // Up to the bound, copies stay for the next run (warm build caches);
         // the rest go.
         let pool: Vec<PathBuf> = inner.pool.drain(..).map(|(path, _)| path).collect();
